@@ -1,0 +1,261 @@
+package rrl
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config holds the settings of an RRL. Create it with NewConfig, change it
+// with SetValue, and hand it to NewRRL, which takes a copy: later changes to
+// the Config do not reach an RRL already made.
+//
+// The keywords are BIND's rate-limit options, with the same meanings and units:
+//
+//	keyword               value                               default
+//	window                seconds, 1 to 3600                  15
+//	ipv4-prefix-length    bits, 1 to 32                       24
+//	ipv6-prefix-length    bits, 1 to 128                      56
+//	responses-per-second  responses/s, 0 (off) to 1000000     0
+//	referrals-per-second  responses/s, 0 (off) to 1000000     responses-per-second
+//	nodata-per-second     responses/s, 0 (off) to 1000000     responses-per-second
+//	nxdomains-per-second  responses/s, 0 (off) to 1000000     responses-per-second
+//	errors-per-second     responses/s, 0 (off) to 1000000     responses-per-second
+//	all-per-second        responses/s, 0 (off) to 1000000     0
+//	requests-per-second   requests/s, 0 (off) to 1000000      0
+//	slip-ratio            0 (never slip) to 10                2
+//	qps-scale             responses/s, 0 (off) to 1000000     0
+//	max-table-size        accounts, 1 to 268435456            100000
+//	exempt-clients        addresses or CIDR prefixes          none
+//
+// Rates are decimal numbers (such as 0.5 or 10); the others are integers.
+// exempt-clients takes addresses and prefixes separated by spaces or commas;
+// each SetValue call adds to the list.
+type Config struct {
+	window           int64 // nanoseconds
+	ipv4PrefixLength int
+	ipv6PrefixLength int
+	rates            [rateLast]float64 // per second; 0 is off
+	rateSet          [rateLast]bool    // set by SetValue (the per-category ones default to responses)
+	slipRatio        int
+	qpsScale         float64
+	maxTableSize     int
+	exempt           []netip.Prefix
+
+	nowFunc  func() time.Time
+	observer func(Event)
+}
+
+// rate indexes Config.rates: one slot per AllowanceCategory, then the two
+// per-network limits.
+type rate int
+
+const (
+	rateRequests = rate(AllowanceLast) + iota
+	rateAll
+	rateLast
+)
+
+// maxRate bounds every per-second keyword; it keeps intervals at least 1 µs.
+const maxRate = 1e6
+
+// maxTableSize bounds max-table-size so that account indexes fit in 32 bits
+// with room to spare.
+const maxTableSize = 1 << 28
+
+// NewConfig returns a Config with every default set. A default Config limits
+// nothing: set responses-per-second (or another allowance) to turn RRL on.
+func NewConfig() *Config {
+	return &Config{
+		window:           15 * int64(time.Second),
+		ipv4PrefixLength: 24,
+		ipv6PrefixLength: 56,
+		slipRatio:        2,
+		maxTableSize:     100000,
+	}
+}
+
+var rateKeywords = map[string]rate{
+	"responses-per-second": rate(AllowanceAnswer),
+	"referrals-per-second": rate(AllowanceReferral),
+	"nodata-per-second":    rate(AllowanceNoData),
+	"nxdomains-per-second": rate(AllowanceNXDomain),
+	"errors-per-second":    rate(AllowanceError),
+	"requests-per-second":  rateRequests,
+	"all-per-second":       rateAll,
+}
+
+// SetValue sets the setting named by keyword (see Config for the list) from
+// its text form. It returns an error, naming the keyword, the value and what
+// is allowed, for an unknown keyword or a value that is unparsable, out of
+// range, negative, NaN or infinite; the Config is then unchanged.
+func (c *Config) SetValue(keyword, value string) error {
+	if r, ok := rateKeywords[keyword]; ok {
+		f, err := parseRate(keyword, value)
+		if err != nil {
+			return err
+		}
+		c.rates[r], c.rateSet[r] = f, true
+		return nil
+	}
+	switch keyword {
+	case "window":
+		n, err := parseInt(keyword, value, 1, 3600)
+		if err != nil {
+			return err
+		}
+		c.window = int64(n) * int64(time.Second)
+	case "ipv4-prefix-length":
+		n, err := parseInt(keyword, value, 1, 32)
+		if err != nil {
+			return err
+		}
+		c.ipv4PrefixLength = n
+	case "ipv6-prefix-length":
+		n, err := parseInt(keyword, value, 1, 128)
+		if err != nil {
+			return err
+		}
+		c.ipv6PrefixLength = n
+	case "slip-ratio":
+		n, err := parseInt(keyword, value, 0, 10)
+		if err != nil {
+			return err
+		}
+		c.slipRatio = n
+	case "max-table-size":
+		n, err := parseInt(keyword, value, 1, maxTableSize)
+		if err != nil {
+			return err
+		}
+		c.maxTableSize = n
+	case "qps-scale":
+		f, err := parseRate(keyword, value)
+		if err != nil {
+			return err
+		}
+		c.qpsScale = f
+	case "exempt-clients":
+		prefixes, err := parsePrefixes(keyword, value)
+		if err != nil {
+			return err
+		}
+		c.exempt = append(c.exempt, prefixes...)
+	default:
+		return fmt.Errorf("rrl: unknown keyword %q", keyword)
+	}
+	return nil
+}
+
+func parseInt(keyword, value string, min, max int) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(value))
+	if err != nil || n < min || n > max {
+		return 0, fmt.Errorf("rrl: %s %q: want a whole number from %d to %d", keyword, value, min, max)
+	}
+	return n, nil
+}
+
+func parseRate(keyword, value string) (float64, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > maxRate {
+		return 0, fmt.Errorf("rrl: %s %q: want a decimal number from 0 (off) to %d", keyword, value, int(maxRate))
+	}
+	return f, nil
+}
+
+// parsePrefixes reads addresses and CIDR prefixes separated by spaces or commas.
+// An address stands for itself (a /32 or /128); IPv4-mapped IPv6 forms are
+// taken as IPv4, as client addresses are.
+func parsePrefixes(keyword, value string) ([]netip.Prefix, error) {
+	fields := strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
+	if len(fields) == 0 {
+		return nil, fmt.Errorf("rrl: %s %q: want one or more addresses or CIDR prefixes", keyword, value)
+	}
+	out := make([]netip.Prefix, 0, len(fields))
+	for _, f := range fields {
+		p, err := parsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("rrl: %s %q: %q is not an address or CIDR prefix", keyword, value, f)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap().WithZone("")
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// SetNowFunc replaces the clock with fn, for tests. Debit then reads fn on
+// every call; the RRL keeps its own time monotonic, so fn stepping backwards
+// stops time for the RRL until fn catches up, and no step overflows anything.
+// A nil fn restores the built-in clock.
+func (c *Config) SetNowFunc(fn func() time.Time) { c.nowFunc = fn }
+
+// SetObserver registers fn to be told when an account starts being limited
+// and when it stops, once per episode (BIND logs these two events). fn is
+// called synchronously by Debit, outside any lock; it must be quick and safe
+// for concurrent use. A nil fn, the default, costs nothing.
+func (c *Config) SetObserver(fn func(Event)) { c.observer = fn }
+
+// IsActive reports whether the Config limits anything: whether some
+// allowance, the request limit or all-per-second is non-zero.
+func (c *Config) IsActive() bool {
+	for r := rate(0); r < rateLast; r++ {
+		if c.rate(r) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// rate returns the effective allowance r: the per-category ones fall back to
+// responses-per-second when not set.
+func (c *Config) rate(r rate) float64 {
+	if r < rate(AllowanceLast) && !c.rateSet[r] {
+		return c.rates[AllowanceAnswer]
+	}
+	return c.rates[r]
+}
+
+// String returns the effective settings as keyword-value pairs, in the order
+// of the table in the Config documentation.
+func (c *Config) String() string {
+	var b strings.Builder
+	f := func(k string, v any) { fmt.Fprintf(&b, "%s %v; ", k, v) }
+	f("window", c.window/int64(time.Second))
+	f("ipv4-prefix-length", c.ipv4PrefixLength)
+	f("ipv6-prefix-length", c.ipv6PrefixLength)
+	f("responses-per-second", c.rate(rate(AllowanceAnswer)))
+	f("referrals-per-second", c.rate(rate(AllowanceReferral)))
+	f("nodata-per-second", c.rate(rate(AllowanceNoData)))
+	f("nxdomains-per-second", c.rate(rate(AllowanceNXDomain)))
+	f("errors-per-second", c.rate(rate(AllowanceError)))
+	f("all-per-second", c.rate(rateAll))
+	f("requests-per-second", c.rate(rateRequests))
+	f("slip-ratio", c.slipRatio)
+	f("qps-scale", c.qpsScale)
+	f("max-table-size", c.maxTableSize)
+	if len(c.exempt) > 0 {
+		f("exempt-clients", c.exempt)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}

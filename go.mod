@@ -1,0 +1,3 @@
+module github.com/dnsrrl/rrl
+
+go 1.26
