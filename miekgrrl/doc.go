@@ -1,0 +1,63 @@
+// Package miekgrrl puts Response Rate Limiting (package
+// github.com/dnsrrl/rrl) in front of an authoritative server built on
+// github.com/miekg/dns, the way BIND 9 does it, with DNS COOKIE support so
+// that clients that prove their address are never limited.
+//
+// # Classification
+//
+// Tuple turns a response into the rrl.ResponseTuple the limiter accounts it
+// under. Class and type come from the question.
+//
+//	response                                    category            name
+//	NOERROR, answers                            AllowanceAnswer     query name, or *.<origin> if from a wildcard
+//	NOERROR, no answers, NS and no SOA in auth  AllowanceReferral   owner of the NS records (the delegation point)
+//	NOERROR, no answers otherwise               AllowanceNoData     query name, or *.<origin> if from a wildcard
+//	NXDOMAIN                                    AllowanceNXDomain   owner of the SOA in auth (the zone); else of an NS; else "."
+//	any other rcode                             AllowanceError      none
+//	no question at all (cookie-only exchange)   by the rules above  "." in place of the query name
+//
+// A wildcard answer is recognised from the RRSIG over it (Labels below the
+// owner's label count), a wildcard NODATA from an NSEC owned by the wildcard,
+// and otherwise from the wildcard origin the caller passes. Naming such
+// responses after the wildcard makes one wildcard one account, however many
+// names an attacker makes up below it. Tuple allocates nothing for
+// non-wildcard responses, and wildcard names are built once per origin.
+//
+// # Slipping
+//
+// When the limiter says Slip, SlipReply builds what is sent instead: BADCOOKIE
+// with a fresh server cookie if the request had a client cookie and cookies
+// are configured (the client retries with the cookie and is then exempt), or
+// else an empty TC=1 reply that sends the client to TCP.
+//
+// # Cookies
+//
+// Cookies implements interoperable server cookies (RFC 7873, RFC 9018):
+// version 1, a timestamp, and SipHash-2-4 over the client cookie, the header
+// of the server cookie and the client address, keyed by a 16-byte secret
+// shared by every server of an anycast set. A cookie is accepted for one hour
+// after its timestamp and five minutes before it; a previous secret keeps
+// validating after a rollover (SetPrevious, Rotate) until ForgetPrevious.
+//
+// # Middleware
+//
+// Middleware wraps any dns.Handler:
+//
+//	cfg := rrl.NewConfig()
+//	cfg.SetValue("responses-per-second", "10")
+//	limiter := rrl.NewRRL(cfg)
+//	cookies := miekgrrl.NewCookies(secret) // secret: 16 random bytes
+//	dns.Handle(".", miekgrrl.Middleware(limiter, zoneHandler, miekgrrl.Options{Cookies: cookies}))
+//
+// It lets a request with a valid server cookie through unlimited (adding a
+// fresh server cookie to the response), and otherwise captures the response
+// the handler writes, debits it, and sends it, drops it or slips it. TCP
+// responses are debited (the request limit applies) but never limited.
+// Options.ReportOnly sends everything and only reports; Options.OnDecision
+// sees every decision. A handler serving wildcards can say so with
+// SetWildcardOrigin(w, origin) before writing.
+//
+// To answer cookie-only queries (no question), serve with
+// dns.Server{MsgAcceptFunc: miekgrrl.AcceptCookieOnly} and have the handler
+// reply to them.
+package miekgrrl
