@@ -1,36 +1,214 @@
 package rrl
 
 import (
+	"hash/maphash"
+	"math"
 	"net"
 	"net/netip"
+	"time"
 )
 
 // RRL limits responses and requests per client network. It is safe for
-// concurrent use; Debit takes no lock shared by all callers.
+// concurrent use: a Debit locks only the table shards that hold its
+// accounts, and statistics are kept per shard.
 type RRL struct {
-	cfg Config
+	cfg       Config
+	seed      maphash.Seed
+	table     *table
+	injected  *injectedClock  // nil: the built-in coarse clock
+	intervals [rateLast]int64 // nanoseconds of credit one response costs; 0 is off
+	active    bool            // some interval is set
+	qps       *qpsScaler      // nil unless qps-scale is set
+	observer  func(Event)     // nil unless Config.SetObserver
 }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
-// which limits nothing.
+// which limits nothing. The table's hash index grows with use; the accounts
+// never outnumber max-table-size.
 func NewRRL(cfg *Config) *RRL {
 	if cfg == nil {
 		cfg = NewConfig()
 	}
-	return &RRL{cfg: *cfg}
+	r := &RRL{
+		cfg:      *cfg,
+		seed:     maphash.MakeSeed(),
+		table:    newTable(cfg.maxTableSize),
+		observer: cfg.observer,
+	}
+	r.cfg.exempt = append([]netip.Prefix(nil), cfg.exempt...)
+	if cfg.nowFunc != nil {
+		r.injected = newInjectedClock(cfg.nowFunc)
+	}
+	for i := range r.intervals {
+		if f := cfg.rate(rate(i)); f > 0 {
+			r.intervals[i] = int64(float64(time.Second) / f)
+			r.active = true
+		}
+	}
+	if cfg.qpsScale > 0 {
+		r.qps = newQPSScaler(cfg.qpsScale)
+	}
+	return r
 }
 
-// Debit charges one response to src's accounts and says what to do with it.
+// Debit charges one response to src's accounts and says what to do with it:
+// Send, Drop, or Slip (send a truncated reply, or BADCOOKIE to a client that
+// sent a cookie, in place of the response). Call it for every response,
+// except to a client that presented a valid server cookie, whose source
+// cannot be spoofed.
+//
+// The checks, in order:
+//  1. A client in exempt-clients: Send (IPExempt).
+//  2. requests-per-second, per client network, every transport: Drop when
+//     exceeded (IPRateLimit).
+//  3. Responses that are not over UDP are not limited further: Send (RTNotUDP).
+//     The transport is UDP for *net.UDPAddr, and for other types when
+//     Network() begins with "udp".
+//  4. all-per-second debits the network's all-responses account, and the
+//     tuple's allowance debits the tuple's account. If the network exceeded
+//     all-per-second: Drop (RTAllLimit). If the tuple's account is in debt:
+//     Slip for the first limited response and every slip-ratio-th one after
+//     it, Drop for the others, and always Drop for errors (RTRateLimit).
+//     Otherwise Send (RTOk, or RTNotConfigured if the allowance is 0).
+//
+// Odd input is accounted safely rather than refused: a nil or unparsable src
+// counts as the network 0.0.0.0 (every such source shares one account) over
+// UDP; a nil tuple, or one with a category out of range, counts as an error
+// response. Zones of IPv6 addresses are ignored; IPv4-mapped IPv6 addresses
+// count as IPv4.
 func (r *RRL) Debit(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
-	return Send, IPNotConfigured, RTNotConfigured
+	addr, udp := addrOf(src)
+	return r.DebitAddr(addr, udp, tuple)
 }
 
-// DebitAddr is Debit for a server that already holds the client address as a
-// netip.Addr: udp tells whether the response goes over UDP.
+// DebitAddr is Debit for a server that holds the client's address as a
+// netip.Addr; udp says whether the response goes over UDP.
 func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action, IPReason, RTReason) {
-	return Send, IPNotConfigured, RTNotConfigured
+	if r == nil {
+		return Send, IPNotConfigured, RTNotConfigured
+	}
+	d := debit{r: r, src: src, net: r.networkOf(src), udp: udp, tuple: tupleOrError(tuple), now: r.now()}
+	d.run()
+	d.report()
+	return d.act, d.ipr, d.rtr
+}
+
+// errorTuple stands in for a nil tuple.
+var errorTuple = ResponseTuple{AllowanceCategory: AllowanceError}
+
+func tupleOrError(t *ResponseTuple) *ResponseTuple {
+	if t == nil || t.AllowanceCategory >= AllowanceLast {
+		return &errorTuple
+	}
+	return t
+}
+
+func (r *RRL) now() int64 {
+	if r.injected != nil {
+		return r.injected.read()
+	}
+	return coarse.read()
 }
 
 // GetStats returns the counters accumulated since the last zeroing and, if
-// zeroAfter is true, zeroes them.
-func (r *RRL) GetStats(zeroAfter bool) Stats { return Stats{} }
+// zeroAfter is true, zeroes them. CacheLength is the number of accounts held.
+func (r *RRL) GetStats(zeroAfter bool) Stats {
+	var sum Stats
+	for i := range r.table.shards {
+		s := &r.table.shards[i]
+		s.mu.Lock()
+		c := s.stats.Copy(zeroAfter)
+		c.CacheLength = len(s.accounts) - 1
+		s.mu.Unlock()
+		sum.Add(&c)
+	}
+	return sum
+}
+
+// interval returns the cost of one response against allowance k, scaled
+// up by qps-scale when that is set (requests-per-second is not scaled).
+func (r *RRL) interval(k rate) int64 {
+	iv := r.intervals[k]
+	if r.qps == nil || k == rateRequests {
+		return iv
+	}
+	return r.qps.scale(iv)
+}
+
+// slipRatio is slip-ratio, scaled down by qps-scale as BIND does: only
+// ratios above 2, and never below 2.
+func (r *RRL) slipRatio() int {
+	n := r.cfg.slipRatio
+	if r.qps == nil || n <= 2 {
+		return n
+	}
+	return max(2, int(float64(n)*r.qps.factor.Load()))
+}
+
+// credit is the most credit an account can hold: one second's worth of
+// responses, but at least one response, so that rates below 1/s work.
+func credit(interval int64) int64 { return max(int64(time.Second), interval) }
+
+// debt is how deep an account can sink: window seconds, or one response.
+func (r *RRL) debt(interval int64) int64 { return max(r.cfg.window, interval) }
+
+// statsShard picks a shard for the statistics of a Debit that touches no
+// account, from the client network, so that concurrent callers spread out.
+func (r *RRL) statsShard(n network) *shard {
+	return r.table.shard((n.hi ^ n.lo) * 0x9e3779b97f4a7c15)
+}
+
+// qpsScaler implements qps-scale: when the server as a whole sends more
+// than target responses per second, every response allowance (and
+// all-per-second, and slip-ratio above 2) shrinks by target/qps, so that
+// limiting tightens as the load grows. Every Debit that is not exempt counts,
+// TCP included, as in BIND. The rate is measured over each whole second
+// (BIND measures over the window): shards count responses, and the first
+// Debit of a new second adds them up and sets the factor for that second.
+type qpsScaler struct {
+	target float64
+	second atomicInt64
+	factor atomicFloat64 // <= 1
+}
+
+func newQPSScaler(target float64) *qpsScaler {
+	q := &qpsScaler{target: target}
+	q.second.Store(math.MinInt64)
+	q.factor.Store(1)
+	return q
+}
+
+// observe counts one response and, on the first response of a new second,
+// sets the scale factor from the rate over the seconds since the last one.
+func (q *qpsScaler) observe(t *table, s *shard, now int64) {
+	s.qps.Add(1)
+	sec := now / int64(time.Second)
+	old := q.second.Load()
+	if sec == old || !q.second.CompareAndSwap(old, sec) {
+		return
+	}
+	var total int64
+	for i := range t.shards {
+		total += t.shards[i].qps.Swap(0)
+	}
+	elapsed := float64(1)
+	if old != math.MinInt64 {
+		elapsed = float64(max(sec-old, 1))
+	}
+	f := 1.0
+	if qps := float64(total) / elapsed; qps > q.target {
+		f = q.target / qps
+	}
+	q.factor.Store(f)
+}
+
+// scale stretches an interval by the current factor, as BIND scales a rate
+// down, but never to less than one response per second (BIND's floor)
+// unless the configured rate was already lower.
+func (q *qpsScaler) scale(interval int64) int64 {
+	f := q.factor.Load()
+	if f >= 1 {
+		return interval
+	}
+	return max(interval, min(int64(float64(interval)/f), int64(time.Second)))
+}

@@ -53,7 +53,7 @@ func (s *Stats) count(cat AllowanceCategory, act Action, ipr IPReason, rtr RTRea
 }
 
 // String returns the counters on one line, in the order of the fields.
-func (s *Stats) String() string {
+func (s Stats) String() string {
 	return fmt.Sprintf("RPS %v Actions %v IPReasons %v RTReasons %v CacheLength %d Evictions %d",
 		s.RPS, s.Actions, s.IPReasons, s.RTReasons, s.CacheLength, s.Evictions)
 }

@@ -1,0 +1,111 @@
+package rrl
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Time inside an RRL is an int64 count of nanoseconds on a monotonic scale.
+//
+// Reading the system clock costs more than the rest of a Debit, so by default
+// Debit reads a process-wide coarse clock instead: one goroutine stores the
+// monotonic time every coarseTick, and Debit loads it atomically. The
+// goroutine runs only while some RRL is in use: after idleTicks ticks with no
+// reader it exits, and the next reader starts it again. Allowances are
+// therefore earned in steps of coarseTick (1 ms), which is far below the
+// interval of any sensible rate; debits are never lost, so the long-run rate
+// is exact.
+const (
+	coarseTick = time.Millisecond
+	idleTicks  = 1000
+)
+
+// maxClock bounds internal time (about 146 years) so that adding a window or
+// an interval to it can never overflow.
+const maxClock = int64(1) << 62
+
+var processStart = time.Now()
+
+// coarseClock is the shared ticking clock. now and idle share a cache line
+// that only the ticker writes in steady state, so readers on many cores do
+// not contend.
+type coarseClock struct {
+	now     atomic.Int64 // nanoseconds since processStart, monotonic
+	idle    atomic.Bool  // no reader since the last tick
+	running atomic.Bool
+	mu      sync.Mutex // serialises starting the ticker
+}
+
+var coarse coarseClock
+
+// read returns the coarse time, starting the ticker if it is not running.
+func (c *coarseClock) read() int64 {
+	if !c.running.Load() {
+		return c.start()
+	}
+	if c.idle.Load() {
+		c.idle.Store(false)
+	}
+	return c.now.Load()
+}
+
+func (c *coarseClock) start() int64 {
+	now := int64(time.Since(processStart))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running.Load() {
+		return c.now.Load()
+	}
+	c.now.Store(now)
+	c.idle.Store(false)
+	c.running.Store(true)
+	go c.tick()
+	return now
+}
+
+func (c *coarseClock) tick() {
+	t := time.NewTicker(coarseTick)
+	defer t.Stop()
+	unused := 0
+	for range t.C {
+		c.now.Store(int64(time.Since(processStart)))
+		if !c.idle.Swap(true) {
+			unused = 0
+			continue
+		}
+		if unused++; unused >= idleTicks {
+			c.mu.Lock()
+			c.running.Store(false)
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// injectedClock turns a caller's clock (Config.SetNowFunc) into internal
+// time: it adds up the forward steps of fn and ignores backward ones, so a
+// clock stepped back neither freezes nor rewinds the RRL, and a clock stepped
+// far forward saturates at maxClock instead of overflowing.
+type injectedClock struct {
+	fn func() time.Time
+
+	mu       sync.Mutex
+	lastWall time.Time
+	now      int64
+}
+
+func newInjectedClock(fn func() time.Time) *injectedClock {
+	return &injectedClock{fn: fn, lastWall: fn(), now: int64(time.Hour)}
+}
+
+func (c *injectedClock) read() int64 {
+	wall := c.fn()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := wall.Sub(c.lastWall); d > 0 {
+		c.now += min(int64(d), maxClock-c.now)
+	}
+	c.lastWall = wall
+	return c.now
+}

@@ -1,0 +1,213 @@
+package rrl
+
+import (
+	"hash/maphash"
+	"net/netip"
+)
+
+// debit is one Debit call in progress: its inputs, its verdict so far, and
+// the observer events it owes once every lock is released.
+type debit struct {
+	r     *RRL
+	src   netip.Addr
+	net   network
+	udp   bool
+	tuple *ResponseTuple
+	now   int64
+
+	act Action
+	ipr IPReason
+	rtr RTReason
+
+	events  [6]pendingEvent // at most a start/stop and an eviction per account touched
+	nEvents int
+}
+
+type pendingEvent struct {
+	kind             byte
+	started, evicted bool
+}
+
+// run applies the checks in the order Debit documents, and counts the
+// outcome in exactly one shard's statistics.
+func (d *debit) run() {
+	r := d.r
+	d.act, d.ipr, d.rtr = Send, IPNotConfigured, RTNotConfigured
+	if r.isExempt(d.src) {
+		d.ipr, d.rtr = IPExempt, RTNotReached
+		d.countAlone()
+		return
+	}
+	if r.qps != nil {
+		r.qps.observe(r.table, r.statsShard(d.net), d.now)
+	}
+	if r.intervals[rateRequests] > 0 {
+		if d.chargeNetwork(kindRequests, rateRequests) {
+			d.act, d.ipr, d.rtr = Drop, IPRateLimit, RTNotReached
+			d.countAlone()
+			return
+		}
+		d.ipr = IPOk
+	}
+	if !d.udp {
+		d.rtr = RTNotUDP
+		d.countAlone()
+		return
+	}
+	allLimited := r.intervals[rateAll] > 0 && d.chargeNetwork(kindAll, rateAll)
+	if r.intervals[d.tuple.AllowanceCategory] == 0 {
+		if allLimited {
+			d.act, d.rtr = Drop, RTAllLimit
+		}
+		d.countAlone()
+		return
+	}
+	d.chargeTuple(allLimited)
+}
+
+// chargeNetwork debits the client network's account of the given kind and
+// reports whether it is in debt.
+func (d *debit) chargeNetwork(kind byte, k rate) bool {
+	var hdr [keyLen]byte
+	d.net.header(&hdr, kind, 0, 0)
+	key := maphash.Bytes(d.r.seed, hdr[:])
+	s := d.r.table.shard(key)
+	s.mu.Lock()
+	_, inDebt := d.charge(s, key, kind, k)
+	s.mu.Unlock()
+	return inDebt
+}
+
+// chargeTuple debits the response tuple's account, decides the action, and
+// counts the outcome, all under the account's shard lock.
+func (d *debit) chargeTuple(allLimited bool) {
+	r, t := d.r, d.tuple
+	cat := t.AllowanceCategory
+	var hdr [keyLen]byte
+	d.tupleHeader(&hdr)
+	name := t.SalientName
+	if cat == AllowanceError {
+		name = ""
+	}
+	key := r.key(&hdr, name)
+	s := r.table.shard(key)
+	s.mu.Lock()
+	i, inDebt := d.charge(s, key, byte(cat), rate(cat))
+	d.act, d.rtr = Send, RTOk
+	if inDebt {
+		d.act, d.rtr = r.slipOrDrop(&s.accounts[i], cat), RTRateLimit
+	}
+	if allLimited { // after the slip count advanced, as in BIND
+		d.act, d.rtr = Drop, RTAllLimit
+	}
+	s.stats.count(cat, d.act, d.ipr, d.rtr)
+	s.mu.Unlock()
+}
+
+// tupleHeader is the fixed part of the tuple's key: BIND compares class,
+// type and name for answers; class and name for referrals and NODATA; the
+// name (the zone) for NXDOMAIN; and nothing but the network for errors.
+func (d *debit) tupleHeader(hdr *[keyLen]byte) {
+	t := d.tuple
+	switch t.AllowanceCategory {
+	case AllowanceAnswer:
+		d.net.header(hdr, byte(t.AllowanceCategory), t.Class, t.Type)
+	case AllowanceReferral, AllowanceNoData:
+		d.net.header(hdr, byte(t.AllowanceCategory), t.Class, 0)
+	default:
+		d.net.header(hdr, byte(t.AllowanceCategory), 0, 0)
+	}
+}
+
+// charge finds or creates the account for key in s (whose lock the caller
+// holds), debits it against allowance k, and notes episode changes for the
+// observer. It returns the account's index and whether it is in debt.
+func (d *debit) charge(s *shard, key uint64, kind byte, k rate) (uint32, bool) {
+	r := d.r
+	iv := r.interval(k)
+	i, gone := s.get(key, d.now, credit(iv), kind)
+	if gone.limited {
+		d.event(gone.kind, false, true)
+	}
+	inDebt := s.charge(i, d.now, iv, credit(iv), r.debt(iv))
+	if a := &s.accounts[i]; a.limited != inDebt {
+		a.limited = inDebt
+		d.event(kind, inDebt, false)
+	}
+	return i, inDebt
+}
+
+// slipOrDrop applies BIND's slip counter to a limited response: the first
+// limited response slips, then every slip-ratio-th. Errors never slip.
+func (r *RRL) slipOrDrop(a *account, cat AllowanceCategory) Action {
+	ratio := r.slipRatio()
+	if cat == AllowanceError || ratio == 0 {
+		return Drop
+	}
+	first := a.slip == 0
+	if a.slip++; int(a.slip) >= ratio {
+		a.slip = 0
+	}
+	if first {
+		return Slip
+	}
+	return Drop
+}
+
+// countAlone counts the outcome of a Debit that holds no shard lock.
+func (d *debit) countAlone() {
+	s := d.r.statsShard(d.net)
+	s.mu.Lock()
+	s.stats.count(d.tuple.AllowanceCategory, d.act, d.ipr, d.rtr)
+	s.mu.Unlock()
+}
+
+func (d *debit) event(kind byte, started, evicted bool) {
+	if d.r.observer != nil && d.nEvents < len(d.events) {
+		d.events[d.nEvents] = pendingEvent{kind, started, evicted}
+		d.nEvents++
+	}
+}
+
+// report tells the observer about the episodes this Debit began or ended.
+func (d *debit) report() {
+	for _, p := range d.events[:d.nEvents] {
+		e := Event{Started: p.started, Evicted: p.evicted, Limit: limitName(p.kind)}
+		if !p.evicted {
+			e.Network = d.net.prefix()
+			if p.kind < kindRequests {
+				e.Tuple = *d.tuple
+			}
+		}
+		d.r.observer(e)
+	}
+}
+
+func limitName(kind byte) string {
+	switch kind {
+	case kindRequests:
+		return "requests-per-second"
+	case kindAll:
+		return "all-per-second"
+	}
+	for k, r := range rateKeywords {
+		if r == rate(kind) {
+			return k
+		}
+	}
+	return ""
+}
+
+// isExempt reports whether src is in exempt-clients.
+func (r *RRL) isExempt(src netip.Addr) bool {
+	if len(r.cfg.exempt) == 0 {
+		return false
+	}
+	src = src.Unmap().WithZone("")
+	for _, p := range r.cfg.exempt {
+		if p.Contains(src) {
+			return true
+		}
+	}
+	return false
+}

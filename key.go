@@ -1,0 +1,188 @@
+package rrl
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// An account is found by a 64-bit keyed hash of what identifies it: the
+// client network, the kind of account and, for response accounts, the parts
+// of the tuple that BIND compares. The seed is random per RRL, so an attacker
+// cannot choose sources or names that collide. Two different keys share an
+// account only if their hashes collide, with probability 2^-64 per pair.
+
+// kind is the first byte hashed: a category, or one of the two per-network
+// accounts.
+const (
+	kindRequests = byte(AllowanceLast) + iota
+	kindAll
+)
+
+// keyLen is the hashed form of a key: the network (16 bytes), kind, family,
+// class, type, and the hash of the name (8 bytes).
+const keyLen = 16 + 1 + 1 + 2 + 2 + 8
+
+// network is a client network: the source address masked to the prefix
+// length, held as the two halves of its 16-byte (IPv4-mapped for IPv4) form.
+type network struct {
+	hi, lo uint64
+	v4     bool
+	bits   uint8
+}
+
+// networkOf masks a to the configured prefix length. IPv4-mapped IPv6
+// addresses count as IPv4 and zones are ignored. The zero Addr (from a nil or
+// unparsable source) becomes 0.0.0.0, whose network all such sources share.
+func (r *RRL) networkOf(a netip.Addr) network {
+	if !a.IsValid() {
+		a = netip.IPv4Unspecified()
+	}
+	b := a.As16()
+	n := network{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), v4: a.Is4() || a.Is4In6()}
+	if n.v4 {
+		n.bits = uint8(r.cfg.ipv4PrefixLength)
+		n.lo &^= 1<<(32-n.bits) - 1
+		return n
+	}
+	n.bits = uint8(r.cfg.ipv6PrefixLength)
+	if n.bits <= 64 {
+		n.hi &^= 1<<(64-n.bits) - 1
+		n.lo = 0
+	} else {
+		n.lo &^= 1<<(128-n.bits) - 1
+	}
+	return n
+}
+
+func (n network) prefix() netip.Prefix {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], n.hi)
+	binary.BigEndian.PutUint64(b[8:], n.lo)
+	a := netip.AddrFrom16(b)
+	if n.v4 {
+		a = a.Unmap()
+	}
+	return netip.PrefixFrom(a, int(n.bits))
+}
+
+// header writes the fixed part of a key into b.
+func (n network) header(b *[keyLen]byte, kind byte, class, qtype uint16) {
+	binary.BigEndian.PutUint64(b[0:], n.hi)
+	binary.BigEndian.PutUint64(b[8:], n.lo)
+	b[16] = kind
+	b[17] = 6
+	if n.v4 {
+		b[17] = 4
+	}
+	binary.BigEndian.PutUint16(b[18:], class)
+	binary.BigEndian.PutUint16(b[20:], qtype)
+}
+
+// key hashes a header and a name into an account key: the name is hashed
+// first, folded to lower case (ASCII) and without its trailing dot, so that
+// "Example.COM." and "example.com" match.
+func (r *RRL) key(hdr *[keyLen]byte, name string) uint64 {
+	binary.BigEndian.PutUint64(hdr[keyLen-8:], r.nameHash(name))
+	return maphash.Bytes(r.seed, hdr[:])
+}
+
+func (r *RRL) nameHash(name string) uint64 {
+	name = strings.TrimSuffix(name, ".")
+	if !hasUpper(name) {
+		return maphash.String(r.seed, name)
+	}
+	// Hashing in pieces gives the same value as hashing the whole.
+	var h maphash.Hash
+	h.SetSeed(r.seed)
+	var buf [64]byte
+	for len(name) > 0 {
+		n := foldLower(buf[:], name)
+		h.Write(buf[:n])
+		name = name[n:]
+	}
+	return h.Sum64()
+}
+
+// hasUpper reports whether s has an ASCII capital, eight bytes at a time.
+func hasUpper(s string) bool {
+	for ; len(s) >= 8; s = s[8:] {
+		if upperBytes(binary.LittleEndian.Uint64([]byte(s[:8]))) != 0 {
+			return true
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// upperBytes returns 0x80 in each byte of w that is an ASCII capital and 0
+// in the others. Clearing the top bits first keeps the additions from
+// carrying between bytes.
+func upperBytes(w uint64) uint64 {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	low := w &^ high
+	atLeastA := low + (0x80-'A')*ones
+	pastZ := low + (0x80-'Z'-1)*ones
+	return atLeastA &^ pastZ &^ w & high
+}
+
+// foldLower copies as much of s into dst as fits, lower-casing ASCII
+// letters, and returns the number of bytes copied.
+func foldLower(dst []byte, s string) int {
+	n := copy(dst, s)
+	for i, c := range dst[:n] {
+		if 'A' <= c && c <= 'Z' {
+			dst[i] = c + ('a' - 'A')
+		}
+	}
+	return n
+}
+
+// addrOf extracts the client address and transport from a net.Addr without
+// allocating for the standard types. For other implementations it parses
+// String() and asks Network() whether it is UDP. A nil or unparsable source
+// yields the zero Addr (see networkOf) and is taken as UDP, so that it is
+// limited rather than let through.
+func addrOf(src net.Addr) (netip.Addr, bool) {
+	switch a := src.(type) {
+	case nil:
+		return netip.Addr{}, true
+	case *net.UDPAddr:
+		if a == nil {
+			return netip.Addr{}, true
+		}
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip, true
+	case *net.TCPAddr:
+		if a == nil {
+			return netip.Addr{}, false
+		}
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip, false
+	}
+	return parseAddr(src)
+}
+
+// parseAddr handles net.Addr implementations other than *net.UDPAddr and
+// *net.TCPAddr, including typed nils whose methods panic.
+func parseAddr(src net.Addr) (ip netip.Addr, udp bool) {
+	defer func() {
+		if recover() != nil {
+			ip, udp = netip.Addr{}, true
+		}
+	}()
+	network := src.Network()
+	udp = network == "" || strings.HasPrefix(network, "udp")
+	s := src.String()
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr(), udp
+	}
+	ip, _ = netip.ParseAddr(s)
+	return ip, udp
+}
