@@ -1,0 +1,378 @@
+package miekgrrl
+
+import (
+	"encoding/hex"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func secretFromHex(t testing.TB, s string) [16]byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 16 {
+		t.Fatalf("bad secret %q", s)
+	}
+	var k [16]byte
+	copy(k[:], b)
+	return k
+}
+
+// cookieQuery returns a query for name carrying the hex cookie (client
+// cookie, optionally followed by a server cookie).
+func cookieQuery(name, cookie string) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	m.SetEdns0(4096, false)
+	if cookie != "" {
+		opt := m.IsEdns0()
+		opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: cookie})
+	}
+	return m
+}
+
+// respCookie returns the hex cookie of m, or "".
+func respCookie(m *dns.Msg) string {
+	s, _ := requestCookie(m)
+	return s
+}
+
+// The test vectors of RFC 9018 appendix A. Each is checked both ways: the
+// server cookie this package makes for the reply is the RFC's, byte for byte,
+// and the cookie the client sends in the query is classified as the RFC says.
+func TestRFC9018Vectors(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		secret         string // the secret that made the query's server cookie
+		newSecret      string // if set, the server's current secret (rollover)
+		client         string
+		query          string // cookie sent by the client
+		queryStamp     int64  // timestamp of the query's server cookie
+		replyAt        int64  // time the reply is made
+		reply          string // cookie the server returns
+		stateAtReplyAt CookieState
+	}{
+		{
+			name:           "A.1 learning a new server cookie",
+			secret:         "e5e973e5a6b2a43f48e7dc849e37bfcf",
+			client:         "198.51.100.100",
+			query:          "2464c4abcf10c957",
+			replyAt:        1559731985,
+			reply:          "2464c4abcf10c957010000005cf79f111f8130c3eee29480",
+			stateAtReplyAt: CookieClientOnly,
+		},
+		{
+			name:           "A.2 the same client learning a renewed server cookie",
+			secret:         "e5e973e5a6b2a43f48e7dc849e37bfcf",
+			client:         "198.51.100.100",
+			query:          "2464c4abcf10c957010000005cf79f111f8130c3eee29480",
+			queryStamp:     1559731985,
+			replyAt:        1559734385,
+			reply:          "2464c4abcf10c957010000005cf7a871d4a564a1442aca77",
+			stateAtReplyAt: CookieValid,
+		},
+		{
+			// The query's cookie has reserved bytes set and is 1h52m old
+			// when the reply is made: past MaxCookieAge, so Bad then, though
+			// it validates at the time it was made.
+			name:           "A.3 another client learning a renewed server cookie",
+			secret:         "e5e973e5a6b2a43f48e7dc849e37bfcf",
+			client:         "203.0.113.203",
+			query:          "fc93fc62807ddb8601abcdef5cf78f71a314227b6679ebf5",
+			queryStamp:     1559727985,
+			replyAt:        1559734700,
+			reply:          "fc93fc62807ddb86010000005cf7a9acf73a7810aca2381e",
+			stateAtReplyAt: CookieBad,
+		},
+		{
+			name:           "A.4 IPv6 query with rolled over secret",
+			secret:         "dd3bdf9344b678b185a6f5cb60fca715",
+			newSecret:      "445536bcd2513298075a5d379663c962",
+			client:         "2001:db8:220:1:59de:d0f4:8769:82b8",
+			query:          "22681ab97d52c298010000005cf7c57926556bd0934c72f8",
+			queryStamp:     1559741817,
+			replyAt:        1559741961,
+			reply:          "22681ab97d52c298010000005cf7c609a6bb79d16625507a",
+			stateAtReplyAt: CookieValid,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := netip.MustParseAddr(tc.client)
+			c := NewCookies(secretFromHex(t, tc.secret))
+			if tc.newSecret != "" {
+				c = NewCookies(secretFromHex(t, tc.newSecret))
+				c.SetPrevious(secretFromHex(t, tc.secret))
+			}
+			req := cookieQuery("example.com.", tc.query)
+			at := time.Unix(tc.replyAt, 0)
+
+			if got := c.Check(req, client, at); got != tc.stateAtReplyAt {
+				t.Errorf("Check at reply time = %v, want %v", got, tc.stateAtReplyAt)
+			}
+			if tc.queryStamp != 0 {
+				if got := c.Check(req, client, time.Unix(tc.queryStamp, 0)); got != CookieValid {
+					t.Errorf("Check at the cookie's own timestamp = %v, want CookieValid", got)
+				}
+			}
+
+			resp := new(dns.Msg).SetReply(req)
+			c.AddServerCookie(resp, req, client, at)
+			if got := respCookie(resp); got != tc.reply {
+				t.Errorf("reply cookie\n got %s\nwant %s", got, tc.reply)
+			}
+		})
+	}
+}
+
+// A4: once the previous secret is forgotten, the old cookie no longer
+// validates; without SetPrevious it never did.
+func TestCookieRollover(t *testing.T) {
+	old := secretFromHex(t, "dd3bdf9344b678b185a6f5cb60fca715")
+	cur := secretFromHex(t, "445536bcd2513298075a5d379663c962")
+	client := netip.MustParseAddr("2001:db8:220:1:59de:d0f4:8769:82b8")
+	req := cookieQuery("example.net.", "22681ab97d52c298010000005cf7c57926556bd0934c72f8")
+	at := time.Unix(1559741961, 0)
+
+	c := NewCookies(cur)
+	if got := c.Check(req, client, at); got != CookieBad {
+		t.Errorf("without previous secret: %v, want CookieBad", got)
+	}
+	c.SetPrevious(old)
+	if got := c.Check(req, client, at); got != CookieValid {
+		t.Errorf("with previous secret: %v, want CookieValid", got)
+	}
+	c.ForgetPrevious()
+	if got := c.Check(req, client, at); got != CookieBad {
+		t.Errorf("after ForgetPrevious: %v, want CookieBad", got)
+	}
+
+	// Rotate: cookies of the old current secret keep validating, new ones
+	// are made with the new secret.
+	c = NewCookies(old)
+	c.Rotate(cur)
+	if got := c.Check(req, client, at); got != CookieValid {
+		t.Errorf("after Rotate: %v, want CookieValid", got)
+	}
+	resp := new(dns.Msg).SetReply(req)
+	c.AddServerCookie(resp, req, client, at)
+	if got, want := respCookie(resp), "22681ab97d52c298010000005cf7c609a6bb79d16625507a"; got != want {
+		t.Errorf("after Rotate, new cookie %s, want %s", got, want)
+	}
+}
+
+func TestCookieAgeLimits(t *testing.T) {
+	c := NewCookies(secretFromHex(t, "e5e973e5a6b2a43f48e7dc849e37bfcf"))
+	client := netip.MustParseAddr("192.0.2.1")
+	issued := time.Unix(1700000000, 0)
+	cc := "0102030405060708"
+	resp := new(dns.Msg)
+	c.AddServerCookie(resp, cookieQuery("a.", cc), client, issued)
+	req := cookieQuery("a.", respCookie(resp))
+
+	for _, tc := range []struct {
+		at   time.Duration // relative to issued
+		want CookieState
+	}{
+		{0, CookieValid},
+		{MaxCookieAge, CookieValid},
+		{MaxCookieAge + time.Second, CookieBad},
+		{-MaxCookieFuture, CookieValid},
+		{-MaxCookieFuture - time.Second, CookieBad},
+		{-24 * time.Hour, CookieBad},
+		{100 * 24 * time.Hour, CookieBad},
+	} {
+		if got := c.Check(req, client, issued.Add(tc.at)); got != tc.want {
+			t.Errorf("at issued%+v: %v, want %v", tc.at, got, tc.want)
+		}
+	}
+	// Another address, another client cookie, another secret: all Bad.
+	if got := c.Check(req, netip.MustParseAddr("192.0.2.2"), issued); got != CookieBad {
+		t.Errorf("other client address: %v", got)
+	}
+	other := cookieQuery("a.", "ff"+respCookie(resp)[2:])
+	if got := c.Check(other, client, issued); got != CookieBad {
+		t.Errorf("other client cookie: %v", got)
+	}
+	if got := NewCookies([16]byte{1}).Check(req, client, issued); got != CookieBad {
+		t.Errorf("other secret: %v", got)
+	}
+	// An IPv4-mapped client is the IPv4 client.
+	if got := c.Check(req, netip.MustParseAddr("::ffff:192.0.2.1"), issued); got != CookieValid {
+		t.Errorf("IPv4-mapped client: %v", got)
+	}
+}
+
+// Timestamps are compared in serial number arithmetic, so cookies keep
+// working across the 2106 wrap of the 32-bit timestamp.
+func TestCookieTimestampWraps(t *testing.T) {
+	c := NewCookies([16]byte{7})
+	client := netip.MustParseAddr("192.0.2.1")
+	issued := time.Unix(1<<32-60, 0)
+	resp := new(dns.Msg)
+	c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, issued)
+	req := cookieQuery("a.", respCookie(resp))
+	if got := c.Check(req, client, issued.Add(2*time.Minute)); got != CookieValid {
+		t.Errorf("across the wrap: %v, want CookieValid", got)
+	}
+}
+
+func TestCookieCheckMalformed(t *testing.T) {
+	c := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Unix(1700000000, 0)
+	valid := new(dns.Msg)
+	c.AddServerCookie(valid, cookieQuery("a.", "0102030405060708"), client, now)
+	good := respCookie(valid)
+
+	noOPT := new(dns.Msg).SetQuestion("a.", dns.TypeA)
+	optNoCookie := new(dns.Msg).SetQuestion("a.", dns.TypeA).SetEdns0(1232, false)
+	for _, tc := range []struct {
+		name string
+		req  *dns.Msg
+		want CookieState
+	}{
+		{"nil message", nil, CookieNone},
+		{"no OPT", noOPT, CookieNone},
+		{"OPT without cookie", optNoCookie, CookieNone},
+	} {
+		if got := c.Check(tc.req, client, now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		cookie string
+		want   CookieState
+	}{
+		{"", CookieBad},
+		{"01", CookieBad},
+		{"01020304050607", CookieBad},                              // 7 bytes
+		{"0102030405060708", CookieClientOnly},                     // 8 bytes
+		{"010203040506070809", CookieBad},                          // 9 bytes
+		{"0102030405060708" + strings.Repeat("00", 7), CookieBad},  // 15 bytes
+		{"0102030405060708" + strings.Repeat("00", 8), CookieBad},  // 16 bytes: foreign server cookie
+		{"0102030405060708" + strings.Repeat("00", 32), CookieBad}, // 40 bytes
+		{"0102030405060708" + strings.Repeat("00", 33), CookieBad}, // 41 bytes
+		{"010203040506070", CookieBad},                             // odd hex
+		{"01020304050607zz", CookieBad},                            // not hex
+		{good, CookieValid},
+		{strings.ToUpper(good), CookieValid},
+		{good[:16] + "02" + good[18:], CookieBad},       // version 2
+		{good[:len(good)-2] + "00", CookieBad},          // hash altered
+		{good[:18] + "ffffff" + good[24:], CookieBad},   // reserved bytes altered
+		{good[:24] + "00000000" + good[32:], CookieBad}, // timestamp altered
+	} {
+		req := cookieQuery("a.", "")
+		req.IsEdns0().Option = append(req.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: tc.cookie})
+		if got := c.Check(req, client, now); got != tc.want {
+			t.Errorf("cookie %q: %v, want %v", tc.cookie, got, tc.want)
+		}
+	}
+	// A nil *Cookies still classifies, but never validates.
+	var nilC *Cookies
+	if got := nilC.Check(cookieQuery("a.", good), client, now); got != CookieBad {
+		t.Errorf("nil Cookies, valid cookie: %v, want CookieBad", got)
+	}
+	if got := c.Check(cookieQuery("a.", good), netip.Addr{}, now); got != CookieBad {
+		t.Errorf("no client address: %v, want CookieBad", got)
+	}
+}
+
+func TestAddServerCookie(t *testing.T) {
+	c := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Unix(1700000000, 0)
+
+	t.Run("no OPT in response", func(t *testing.T) {
+		req := cookieQuery("a.", "0102030405060708")
+		resp := new(dns.Msg).SetReply(req)
+		c.AddServerCookie(resp, req, client, now)
+		opt := resp.IsEdns0()
+		if opt == nil || opt.UDPSize() != defaultUDPSize {
+			t.Fatalf("OPT = %v", opt)
+		}
+		if got := c.Check(cookieQuery("a.", respCookie(resp)), client, now); got != CookieValid {
+			t.Errorf("the cookie added does not validate: %v", got)
+		}
+	})
+	t.Run("replaces the handler's cookie", func(t *testing.T) {
+		req := cookieQuery("a.", "0102030405060708")
+		resp := new(dns.Msg).SetReply(req)
+		resp.SetEdns0(4096, true)
+		resp.IsEdns0().Option = append(resp.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "aaaaaaaaaaaaaaaa"})
+		c.AddServerCookie(resp, req, client, now)
+		opt := resp.IsEdns0()
+		if len(opt.Option) != 1 || opt.UDPSize() != 4096 || !opt.Do() {
+			t.Fatalf("OPT = %v", opt)
+		}
+		if got := respCookie(resp); !strings.HasPrefix(got, "0102030405060708") || len(got) != 48 {
+			t.Errorf("cookie = %s", got)
+		}
+	})
+	t.Run("OPT shared with the request", func(t *testing.T) {
+		req := cookieQuery("a.", "0102030405060708")
+		resp := new(dns.Msg).SetReply(req)
+		resp.Extra = append(resp.Extra, req.IsEdns0())
+		c.AddServerCookie(resp, req, client, now)
+		if got := respCookie(req); got != "0102030405060708" {
+			t.Errorf("request's cookie changed to %s", got)
+		}
+		if got := respCookie(resp); len(got) != 48 {
+			t.Errorf("response cookie %s", got)
+		}
+	})
+	t.Run("nothing to echo", func(t *testing.T) {
+		for _, req := range []*dns.Msg{nil, new(dns.Msg), cookieQuery("a.", ""), cookieQuery("a.", "0102")} {
+			resp := new(dns.Msg)
+			c.AddServerCookie(resp, req, client, now)
+			if len(resp.Extra) != 0 {
+				t.Errorf("request %v: response got %v", req, resp.Extra)
+			}
+		}
+		var nilC *Cookies
+		nilC.AddServerCookie(new(dns.Msg), cookieQuery("a.", "0102030405060708"), client, now)
+		c.AddServerCookie(nil, cookieQuery("a.", "0102030405060708"), client, now)
+	})
+}
+
+func TestCookieStateString(t *testing.T) {
+	if CookieValid.String() != "CookieValid" || CookieState(9).String() != "CookieState(?)" {
+		t.Error(CookieValid.String(), CookieState(9).String())
+	}
+}
+
+func TestAcceptCookieOnly(t *testing.T) {
+	cookieOnly := dns.Header{Qdcount: 0, Arcount: 1}
+	if AcceptCookieOnly(cookieOnly) != dns.MsgAccept {
+		t.Error("cookie-only query rejected")
+	}
+	if dns.DefaultMsgAcceptFunc(cookieOnly) == dns.MsgAccept {
+		t.Error("the default accepts it too: the test shows nothing")
+	}
+	if AcceptCookieOnly(dns.Header{Qdcount: 0}) == dns.MsgAccept {
+		t.Error("query with neither question nor OPT accepted")
+	}
+	if AcceptCookieOnly(dns.Header{Qdcount: 1, Arcount: 1}) != dns.MsgAccept {
+		t.Error("ordinary query rejected")
+	}
+	if AcceptCookieOnly(dns.Header{Bits: 1 << 15, Arcount: 1}) == dns.MsgAccept {
+		t.Error("response accepted")
+	}
+}
+
+func BenchmarkCookieCheck(b *testing.B) {
+	c := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Unix(1700000000, 0)
+	resp := new(dns.Msg)
+	c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
+	req := cookieQuery("a.", respCookie(resp))
+	b.ReportAllocs()
+	for b.Loop() {
+		if c.Check(req, client, now) != CookieValid {
+			b.Fatal("invalid")
+		}
+	}
+}
