@@ -145,9 +145,17 @@ func (c *Config) SetValue(keyword, value string) error {
 		}
 		c.exempt = append(c.exempt, prefixes...)
 	default:
-		return fmt.Errorf("rrl: unknown keyword %q", keyword)
+		return fmt.Errorf("rrl: unknown keyword %q (value %q); the keywords are %s", keyword, value, strings.Join(Keywords(), ", "))
 	}
 	return nil
+}
+
+// Keywords returns the keywords SetValue accepts, in the order of the table
+// in the Config documentation.
+func Keywords() []string {
+	return []string{"window", "ipv4-prefix-length", "ipv6-prefix-length",
+		"responses-per-second", "referrals-per-second", "nodata-per-second", "nxdomains-per-second", "errors-per-second",
+		"all-per-second", "requests-per-second", "slip-ratio", "qps-scale", "max-table-size", "exempt-clients"}
 }
 
 func parseInt(keyword, value string, min, max int) (int, error) {

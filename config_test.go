@@ -1,0 +1,159 @@
+package rrl
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSetValue(t *testing.T) {
+	type tc struct {
+		keyword, value string
+		ok             bool
+	}
+	var cases []tc
+	ints := map[string][2]string{ // keyword: lowest, highest
+		"window":             {"1", "3600"},
+		"ipv4-prefix-length": {"1", "32"},
+		"ipv6-prefix-length": {"1", "128"},
+		"slip-ratio":         {"0", "10"},
+		"max-table-size":     {"1", "268435456"},
+	}
+	below := map[string]string{"window": "0", "ipv4-prefix-length": "0", "ipv6-prefix-length": "0", "slip-ratio": "-1", "max-table-size": "0"}
+	above := map[string]string{"window": "3601", "ipv4-prefix-length": "33", "ipv6-prefix-length": "129", "slip-ratio": "11", "max-table-size": "268435457"}
+	for k, r := range ints {
+		cases = append(cases, tc{k, r[0], true}, tc{k, r[1], true}, tc{k, below[k], false}, tc{k, above[k], false},
+			tc{k, "1.5", false}, tc{k, "", false}, tc{k, "ten", false}, tc{k, "0x10", false})
+	}
+	for k := range rateKeywords {
+		cases = append(cases, tc{k, "0", true}, tc{k, "0.5", true}, tc{k, "5", true}, tc{k, " 7 ", true}, tc{k, "1000000", true},
+			tc{k, "1000000.5", false}, tc{k, "-1", false}, tc{k, "-0.1", false}, tc{k, "NaN", false}, tc{k, "Inf", false},
+			tc{k, "+Inf", false}, tc{k, "-Inf", false}, tc{k, "1e400", false}, tc{k, "", false}, tc{k, "five", false})
+	}
+	cases = append(cases,
+		tc{"qps-scale", "0", true}, tc{"qps-scale", "250", true}, tc{"qps-scale", "-5", false}, tc{"qps-scale", "NaN", false},
+		tc{"exempt-clients", "192.0.2.1", true}, tc{"exempt-clients", "192.0.2.0/24, 2001:db8::/32", true},
+		tc{"exempt-clients", "192.0.2.0/24 2001:db8::1 ::ffff:198.51.100.0/120", true},
+		tc{"exempt-clients", "", false}, tc{"exempt-clients", " , ", false}, tc{"exempt-clients", "192.0.2.0/33", false},
+		tc{"exempt-clients", "example.com", false}, tc{"exempt-clients", "192.0.2.1, bogus", false},
+		tc{"no-such-keyword", "1", false}, tc{"Window", "15", false}, tc{"", "", false},
+	)
+	for _, c := range cases {
+		cfg := NewConfig()
+		before := cfg.String()
+		err := cfg.SetValue(c.keyword, c.value)
+		if c.ok && err != nil {
+			t.Errorf("SetValue(%q, %q): %v", c.keyword, c.value, err)
+		}
+		if !c.ok {
+			if err == nil {
+				t.Errorf("SetValue(%q, %q) accepted a bad value", c.keyword, c.value)
+				continue
+			}
+			if !strings.Contains(err.Error(), c.keyword) || (c.value != "" && !strings.Contains(err.Error(), c.value)) {
+				t.Errorf("SetValue(%q, %q): error %q does not name the keyword and the value", c.keyword, c.value, err)
+			}
+			if cfg.String() != before {
+				t.Errorf("SetValue(%q, %q) failed but changed the Config", c.keyword, c.value)
+			}
+		}
+	}
+}
+
+func TestSetValueErrorNamesRange(t *testing.T) {
+	for kv, want := range map[[2]string]string{
+		{"window", "0"}:                 "1 to 3600",
+		{"slip-ratio", "11"}:            "0 to 10",
+		{"ipv6-prefix-length", "200"}:   "1 to 128",
+		{"responses-per-second", "NaN"}: "0 (off) to 1000000",
+	} {
+		err := NewConfig().SetValue(kv[0], kv[1])
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("SetValue(%q, %q) = %v, want the range %q", kv[0], kv[1], err, want)
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c := NewConfig()
+	want := "window 15; ipv4-prefix-length 24; ipv6-prefix-length 56; responses-per-second 0; referrals-per-second 0; " +
+		"nodata-per-second 0; nxdomains-per-second 0; errors-per-second 0; all-per-second 0; requests-per-second 0; " +
+		"slip-ratio 2; qps-scale 0; max-table-size 100000"
+	if got := c.String(); got != want {
+		t.Errorf("defaults:\n got %s\nwant %s", got, want)
+	}
+	if c.IsActive() {
+		t.Error("a default Config is active")
+	}
+}
+
+func TestPerCategoryRatesDefaultToResponses(t *testing.T) {
+	c := NewConfig()
+	if err := c.SetValue("responses-per-second", "5"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetValue("nxdomains-per-second", "0"); err != nil {
+		t.Fatal(err)
+	}
+	s := c.String()
+	for _, want := range []string{"referrals-per-second 5", "nodata-per-second 5", "errors-per-second 5", "nxdomains-per-second 0", "all-per-second 0", "requests-per-second 0"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("%q lacks %q", s, want)
+		}
+	}
+}
+
+func TestIsActive(t *testing.T) {
+	for k := range rateKeywords {
+		c := NewConfig()
+		if err := c.SetValue(k, "1"); err != nil {
+			t.Fatal(err)
+		}
+		if !c.IsActive() {
+			t.Errorf("%s 1: not active", k)
+		}
+	}
+	c := NewConfig()
+	c.SetValue("window", "5")
+	c.SetValue("qps-scale", "100")
+	if c.IsActive() {
+		t.Error("active with no allowance set")
+	}
+}
+
+func TestExemptClientsAccumulate(t *testing.T) {
+	c := NewConfig()
+	c.SetValue("exempt-clients", "192.0.2.1")
+	c.SetValue("exempt-clients", "2001:db8::/32,198.51.100.0/24")
+	if got, want := c.String(), "exempt-clients [192.0.2.1/32 2001:db8::/32 198.51.100.0/24]"; !strings.HasSuffix(got, want) {
+		t.Errorf("got %q, want it to end %q", got, want)
+	}
+}
+
+func TestNewRRLCopiesConfig(t *testing.T) {
+	clock := newTestClock()
+	c := NewConfig()
+	c.SetNowFunc(clock.Now)
+	c.SetValue("responses-per-second", "1")
+	r := NewRRL(c)
+	c.SetValue("responses-per-second", "1000") // too late to matter
+	c.SetValue("exempt-clients", "192.0.2.0/24")
+	if got := actions(r, udp("192.0.2.1"), answer("example."), 3); got != "STD" {
+		t.Errorf("got %s, want STD: the RRL followed a later change to its Config", got)
+	}
+}
+
+func TestKeywordsAreAccepted(t *testing.T) {
+	values := map[string]string{"exempt-clients": "192.0.2.1"}
+	for _, k := range Keywords() {
+		v, ok := values[k]
+		if !ok {
+			v = "1"
+		}
+		if err := NewConfig().SetValue(k, v); err != nil {
+			t.Errorf("Keywords lists %q, which SetValue refuses: %v", k, err)
+		}
+	}
+	if got, want := len(Keywords()), len(rateKeywords)+7; got != want {
+		t.Errorf("Keywords lists %d keywords, SetValue knows %d", got, want)
+	}
+}

@@ -1,0 +1,378 @@
+package rrl
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBurstThenSlipPattern(t *testing.T) {
+	for _, c := range []struct {
+		slip, want string
+	}{
+		{"0", "SSSSSDDDDDD"},
+		{"1", "SSSSSTTTTTT"},
+		{"2", "SSSSSTDTDTD"},
+		{"3", "SSSSSTDDTDD"},
+		{"10", "SSSSSTDDDDDDDDDT"},
+	} {
+		r := newTestRRL(t, newTestClock(), "responses-per-second", "5", "slip-ratio", c.slip)
+		if got := actions(r, udp("192.0.2.1"), answer("www.example."), len(c.want)); got != c.want {
+			t.Errorf("slip-ratio %s: got %s, want %s", c.slip, got, c.want)
+		}
+	}
+}
+
+func TestAllowanceIsEarnedContinuously(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "10", "slip-ratio", "0")
+	src, a := udp("192.0.2.1"), answer("www.example.")
+	if got := actions(r, src, a, 11); got != "SSSSSSSSSSD" {
+		t.Fatalf("burst: %s", got)
+	}
+	// 100 ms earns one response (the debt of the dropped one is repaid
+	// first); a further 100 ms earns one more.
+	clock.Advance(200 * time.Millisecond)
+	if got := actions(r, src, a, 2); got != "SD" {
+		t.Errorf("after 200 ms: got %s, want SD", got)
+	}
+	// Credit is capped at one second's worth however long the account rests.
+	clock.Advance(time.Hour)
+	if got := actions(r, src, a, 11); got != "SSSSSSSSSSD" {
+		t.Errorf("after an hour: got %s, want ten sent", got)
+	}
+}
+
+func TestPenaltyBoxIsWindowDeep(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "2", "window", "5", "slip-ratio", "0")
+	src, a := udp("192.0.2.1"), answer("www.example.")
+	debitN(r, src, a, 1000) // far deeper than the window allows
+	clock.Advance(5*time.Second - time.Millisecond)
+	if got, _, _ := r.Debit(src, a); got != Drop {
+		t.Fatalf("just inside the window: %v, want Drop", got)
+	}
+	// That Drop cost half a second more; a window of silence repays it all.
+	clock.Advance(5 * time.Second)
+	if got := actions(r, src, a, 1); got != "S" {
+		t.Errorf("after a window of silence: %s, want S", got)
+	}
+}
+
+func TestRatesBelowOnePerSecond(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "0.5", "slip-ratio", "0")
+	src, a := udp("192.0.2.1"), answer("www.example.")
+	if got := actions(r, src, a, 2); got != "SD" {
+		t.Fatalf("got %s, want SD: one response of credit", got)
+	}
+	clock.Advance(4 * time.Second)
+	if got := actions(r, src, a, 2); got != "SD" {
+		t.Errorf("after 4 s: got %s, want SD", got)
+	}
+}
+
+func TestTupleShapes(t *testing.T) {
+	mk := func(cat AllowanceCategory, class, qtype uint16, name string) *ResponseTuple {
+		return &ResponseTuple{Class: class, Type: qtype, AllowanceCategory: cat, SalientName: name}
+	}
+	for _, c := range []struct {
+		what   string
+		a, b   *ResponseTuple
+		shared bool
+	}{
+		{"answers of two types", mk(AllowanceAnswer, 1, 1, "x."), mk(AllowanceAnswer, 1, 28, "x."), false},
+		{"answers of two classes", mk(AllowanceAnswer, 1, 1, "x."), mk(AllowanceAnswer, 3, 1, "x."), false},
+		{"answers for two names", mk(AllowanceAnswer, 1, 1, "x."), mk(AllowanceAnswer, 1, 1, "y."), false},
+		{"NODATA for two types", mk(AllowanceNoData, 1, 1, "x."), mk(AllowanceNoData, 1, 28, "x."), true},
+		{"NODATA of two classes", mk(AllowanceNoData, 1, 1, "x."), mk(AllowanceNoData, 3, 1, "x."), false},
+		{"referrals for two types", mk(AllowanceReferral, 1, 1, "x."), mk(AllowanceReferral, 1, 15, "x."), true},
+		{"referrals to two zones", mk(AllowanceReferral, 1, 1, "x."), mk(AllowanceReferral, 1, 1, "y."), false},
+		{"NXDOMAIN for two types and classes", mk(AllowanceNXDomain, 1, 1, "zone."), mk(AllowanceNXDomain, 3, 28, "zone."), true},
+		{"NXDOMAIN in two zones", mk(AllowanceNXDomain, 1, 1, "x."), mk(AllowanceNXDomain, 1, 1, "y."), false},
+		{"errors for anything", mk(AllowanceError, 1, 1, "x."), mk(AllowanceError, 3, 28, "y."), true},
+		{"an answer and NODATA", mk(AllowanceAnswer, 1, 0, "x."), mk(AllowanceNoData, 1, 0, "x."), false},
+		{"NXDOMAIN and an error", mk(AllowanceNXDomain, 0, 0, ""), mk(AllowanceError, 0, 0, ""), false},
+	} {
+		if got := sharesAccount(t, c.a, c.b); got != c.shared {
+			t.Errorf("%s: share an account = %v, want %v", c.what, got, c.shared)
+		}
+	}
+}
+
+// sharesAccount reports whether debiting b after exhausting a's account is
+// limited, on a fresh RRL.
+func sharesAccount(t *testing.T, a, b *ResponseTuple) bool {
+	t.Helper()
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "0")
+	src := udp("192.0.2.1")
+	debitN(r, src, a, 1)
+	act, _, _ := r.Debit(src, b)
+	return act != Send
+}
+
+func TestNamesFoldCaseAndTrailingDot(t *testing.T) {
+	long := strings.Repeat("abcdefghijklmnopqrstuvwxyz.", 2500) // 67,500 bytes
+	for _, pair := range [][2]string{
+		{"www.example.com.", "WWW.Example.COM"},
+		{"example.", "eXaMpLe"},
+		{".", ""},
+		{"www.exa\x80mple.", "WWW.EXA\x80MPLE."},
+		{long + "x", strings.ToUpper(long) + "X."},
+	} {
+		if !sharesAccount(t, answer(pair[0]), answer(pair[1])) {
+			t.Errorf("%.40q and %.40q do not share an account", pair[0], pair[1])
+		}
+	}
+	for _, pair := range [][2]string{
+		{"www.example.com.", "www.example.co."},
+		{"a.", "a.."},
+		{"\xc1.", "a."}, // a byte above 0x7F is not folded onto ASCII
+		{long, long + "x"},
+		{long + "x", long + "y"},
+	} {
+		if sharesAccount(t, answer(pair[0]), answer(pair[1])) {
+			t.Errorf("%.40q and %.40q share an account", pair[0], pair[1])
+		}
+	}
+}
+
+func TestClientNetworks(t *testing.T) {
+	for _, c := range []struct {
+		a, b   string
+		shared bool
+	}{
+		{"192.0.2.1", "192.0.2.254", true},
+		{"192.0.2.1", "192.0.3.1", false},
+		{"192.0.2.1", "::ffff:192.0.2.99", true},
+		{"2001:db8:0:1::1", "2001:db8:0:ff::2", true},
+		{"2001:db8:0:1::1", "2001:db8:0:100::1", false},
+		{"2001:db8::1%eth0", "2001:db8::2", true},
+		{"0.0.0.1", "::1", false},
+		{"::ffff:0.0.0.1", "::1", false},
+	} {
+		r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "0")
+		a := answer("www.example.")
+		debitN(r, udp(c.a), a, 1)
+		act, _, _ := r.Debit(udp(c.b), a)
+		if shared := act != Send; shared != c.shared {
+			t.Errorf("%s and %s: share an account = %v, want %v", c.a, c.b, shared, c.shared)
+		}
+	}
+}
+
+func TestPrefixLengths(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "0",
+		"ipv4-prefix-length", "32", "ipv6-prefix-length", "128")
+	a := answer("www.example.")
+	for _, src := range []string{"192.0.2.1", "192.0.2.2", "2001:db8::1", "2001:db8::2"} {
+		if got := actions(r, udp(src), a, 2); got != "SD" {
+			t.Errorf("%s: %s, want its own account (SD)", src, got)
+		}
+	}
+	r = newTestRRL(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "0",
+		"ipv4-prefix-length", "1", "ipv6-prefix-length", "1")
+	if got := actions(r, udp("1.2.3.4"), a, 1) + actions(r, udp("126.0.0.1"), a, 1); got != "SD" {
+		t.Errorf("/1: %s, want one account for 0.0.0.0/1", got)
+	}
+	if got := actions(r, udp("2001:db8::1"), a, 1) + actions(r, udp("7fff::1"), a, 1); got != "SD" {
+		t.Errorf("/1: %s, want one account for ::/1", got)
+	}
+}
+
+func TestOnlyUDPIsResponseLimited(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "1")
+	a := answer("www.example.")
+	for i := range 5 {
+		act, ipr, rtr := r.Debit(tcp("192.0.2.1"), a)
+		if act != Send || ipr != IPNotConfigured || rtr != RTNotUDP {
+			t.Fatalf("TCP response %d: %v %v %v", i, act, ipr, rtr)
+		}
+		act, _, rtr = r.DebitAddr(netip.MustParseAddr("192.0.2.1"), false, a)
+		if act != Send || rtr != RTNotUDP {
+			t.Fatalf("DebitAddr over TCP %d: %v %v", i, act, rtr)
+		}
+	}
+	if act, _, rtr := r.Debit(udp("192.0.2.1"), a); act != Send || rtr != RTOk {
+		t.Errorf("first UDP response after TCP ones: %v %v", act, rtr)
+	}
+}
+
+// otherAddr is a net.Addr of a type Debit does not know.
+type otherAddr struct{ network, s string }
+
+func (a otherAddr) Network() string { return a.network }
+func (a otherAddr) String() string  { return a.s }
+
+func TestTransportFromNetwork(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "1")
+	a := answer("www.example.")
+	for _, src := range []net.Addr{otherAddr{"tcp", "192.0.2.1:53"}, otherAddr{"tcp-tls", "[2001:db8::1]:853"}, &net.IPAddr{IP: net.IPv4(192, 0, 2, 1)}} {
+		if _, _, rtr := r.Debit(src, a); rtr != RTNotUDP {
+			t.Errorf("%s %s: %v, want RTNotUDP", src.Network(), src, rtr)
+		}
+	}
+	debitN(r, otherAddr{"udp6", "[2001:db8::1]:53"}, a, 1)
+	if _, _, rtr := r.Debit(udp("2001:db8::5"), a); rtr != RTRateLimit {
+		t.Errorf("a udp6 address of another type was not accounted as UDP from its network: %v", rtr)
+	}
+}
+
+func TestRequestsPerSecond(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "requests-per-second", "3")
+	a := answer("www.example.")
+	var got []string
+	for _, src := range []net.Addr{udp("192.0.2.1"), tcp("192.0.2.2"), udp("192.0.2.3"), tcp("192.0.2.4"), udp("198.51.100.1")} {
+		act, ipr, rtr := r.Debit(src, a)
+		got = append(got, fmt.Sprint(act, ipr, rtr))
+	}
+	want := []string{
+		"Send IPOk RTNotConfigured", "Send IPOk RTNotUDP", "Send IPOk RTNotConfigured",
+		"Drop IPRateLimit RTNotReached", // the fourth request from 192.0.2.0/24, over TCP too
+		"Send IPOk RTNotConfigured",     // another network
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestAllPerSecondWinsAndNeverSlips(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "100", "all-per-second", "4", "slip-ratio", "1")
+	src := udp("192.0.2.1")
+	var got []string
+	for i := range 6 {
+		act, _, rtr := r.Debit(src, answer(fmt.Sprintf("n%d.example.", i)))
+		got = append(got, fmt.Sprint(act, rtr))
+	}
+	want := "[Send RTOk Send RTOk Send RTOk Send RTOk Drop RTAllLimit Drop RTAllLimit]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("got %v, want %s", got, want)
+	}
+	// all-per-second alone, with no response allowance, limits too.
+	r = newTestRRL(t, newTestClock(), "all-per-second", "1")
+	if got := actions(r, src, answer("x."), 3); got != "SDD" {
+		t.Errorf("all-per-second alone: %s, want SDD", got)
+	}
+}
+
+func TestErrorsNeverSlip(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "errors-per-second", "1", "slip-ratio", "1")
+	e := &ResponseTuple{AllowanceCategory: AllowanceError}
+	if got := actions(r, udp("192.0.2.1"), e, 5); got != "SDDDD" {
+		t.Errorf("got %s, want SDDDD", got)
+	}
+}
+
+func TestExemptClients(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "requests-per-second", "1",
+		"exempt-clients", "192.0.2.7 2001:db8::/32")
+	a := answer("www.example.")
+	for _, src := range []net.Addr{udp("192.0.2.7"), udp("::ffff:192.0.2.7"), udp("2001:db8:1::1"), tcp("192.0.2.7")} {
+		for i := range 10 {
+			if act, ipr, rtr := r.Debit(src, a); act != Send || ipr != IPExempt || rtr != RTNotReached {
+				t.Fatalf("%s response %d: %v %v %v", src, i, act, ipr, rtr)
+			}
+		}
+	}
+	if got := actions(r, udp("192.0.2.8"), a, 2); got != "SD" {
+		t.Errorf("a neighbour of the exempt client: %s, want SD", got)
+	}
+}
+
+func TestObserverReportsEpisodesOnce(t *testing.T) {
+	clock := newTestClock()
+	var events []Event
+	c := NewConfig()
+	c.SetValue("responses-per-second", "2")
+	c.SetNowFunc(clock.Now)
+	c.SetObserver(func(e Event) { events = append(events, e) })
+	r := NewRRL(c)
+	src, a := udp("192.0.2.9"), answer("WWW.example.")
+	debitN(r, src, a, 50)
+	clock.Advance(20 * time.Second)
+	debitN(r, src, a, 2)
+	if len(events) != 2 {
+		t.Fatalf("got %d events, want 2 (start, stop): %+v", len(events), events)
+	}
+	want := Event{Started: true, Limit: "responses-per-second", Network: netip.MustParsePrefix("192.0.2.0/24"), Tuple: *a}
+	if events[0] != want {
+		t.Errorf("start: %+v, want %+v", events[0], want)
+	}
+	want.Started = false
+	if events[1] != want {
+		t.Errorf("stop: %+v, want %+v", events[1], want)
+	}
+}
+
+func TestObserverReportsEvictedEpisode(t *testing.T) {
+	var events []Event
+	c := NewConfig()
+	c.SetValue("responses-per-second", "1")
+	c.SetValue("max-table-size", "1")
+	c.SetNowFunc(newTestClock().Now)
+	c.SetObserver(func(e Event) { events = append(events, e) })
+	r := NewRRL(c)
+	debitN(r, udp("192.0.2.1"), answer("a."), 2)
+	debitN(r, udp("192.0.2.1"), answer("b."), 1)
+	want := []Event{
+		{Started: true, Limit: "responses-per-second", Network: netip.MustParsePrefix("192.0.2.0/24"), Tuple: *answer("a.")},
+		{Evicted: true, Limit: "responses-per-second"},
+	}
+	if fmt.Sprint(events) != fmt.Sprint(want) {
+		t.Errorf("got %+v\nwant %+v", events, want)
+	}
+}
+
+func TestStats(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "2")
+	debitN(r, udp("192.0.2.1"), answer("a."), 3)
+	debitN(r, tcp("192.0.2.1"), &ResponseTuple{AllowanceCategory: AllowanceNXDomain}, 1)
+	s := r.GetStats(true)
+	want := "RPS [3 0 0 1 0] Actions [2 1 1] IPReasons [0 4 0 0 0 0] RTReasons [1 0 0 2 1 0 0] CacheLength 1 Evictions 0"
+	if s.String() != want {
+		t.Errorf("got  %s\nwant %s", s, want)
+	}
+	if s := r.GetStats(false); s.Actions != [ActionLast]int64{} || s.CacheLength != 1 {
+		t.Errorf("after zeroing: %s", s)
+	}
+	var sum Stats
+	sum.Add(&s)
+	sum.Add(&s)
+	if sum.CacheLength != 2 {
+		t.Errorf("Add: CacheLength %d, want 2", sum.CacheLength)
+	}
+	if c := sum.Copy(true); c.CacheLength != 2 || sum.CacheLength != 0 {
+		t.Errorf("Copy(true): copy %d, source %d", c.CacheLength, sum.CacheLength)
+	}
+}
+
+func TestStringers(t *testing.T) {
+	for got, want := range map[string]string{
+		Slip.String(): "Slip", ActionLast.String(): "ActionLast", Action(-1).String(): "Action(-1)", Action(9).String(): "Action(9)",
+		IPExempt.String(): "IPExempt", IPReason(42).String(): "IPReason(42)", RTNotUDP.String(): "RTNotUDP",
+		RTAllLimit.String(): "RTAllLimit", RTReason(-7).String(): "RTReason(-7)", AllowanceNXDomain.String(): "AllowanceNXDomain",
+		AllowanceCategory(200).String(): "AllowanceCategory(200)",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+}
+
+func TestNewAllowanceCategory(t *testing.T) {
+	for _, c := range []struct {
+		rcode, answers, ns int
+		want               AllowanceCategory
+	}{
+		{0, 1, 0, AllowanceAnswer}, {0, 2, 3, AllowanceAnswer}, {0, 0, 2, AllowanceReferral},
+		{0, 0, 0, AllowanceNoData}, {3, 0, 1, AllowanceNXDomain}, {3, 1, 0, AllowanceNXDomain},
+		{2, 0, 0, AllowanceError}, {5, 1, 1, AllowanceError}, {-1, 0, 0, AllowanceError}, {23, 0, 0, AllowanceError},
+	} {
+		if got := NewAllowanceCategory(c.rcode, c.answers, c.ns); got != c.want {
+			t.Errorf("NewAllowanceCategory(%d, %d, %d) = %v, want %v", c.rcode, c.answers, c.ns, got, c.want)
+		}
+	}
+}
