@@ -1,0 +1,135 @@
+package rrl
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+
+	core "github.com/dnsrrl/rrl"
+)
+
+// observe is the limiter's observer: it is told once when an account starts
+// being limited and once when it stops, and logs each, as BIND does, rather
+// than a line per dropped packet.
+func (s *instanceStats) observe(ev core.Event) {
+	if ev.Started {
+		s.limited.add(1)
+	} else {
+		s.limited.add(-1)
+	}
+	if suppressed, ok := s.logs.allow(time.Now()); ok {
+		msg := describe(ev, s.reportOnly)
+		if suppressed > 0 {
+			msg += " (" + strconv.FormatInt(suppressed, 10) + " earlier lines suppressed)"
+		}
+		log.Info(msg)
+	}
+}
+
+// limitedCount counts accounts being limited; it never goes below zero, in
+// case an episode's start predates a reload.
+type limitedCount struct{ n atomic.Int64 }
+
+func (c *limitedCount) add(d int64) {
+	for {
+		old := c.n.Load()
+		next := max(old+d, 0)
+		if c.n.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+func (c *limitedCount) value() int64 { return c.n.Load() }
+
+// maxLogLinesPerSecond bounds the start and stop lines of one server block:
+// a spoofed flood from thousands of networks must not turn into a log flood.
+const maxLogLinesPerSecond = 20
+
+// logLimiter allows maxLogLinesPerSecond lines per wall-clock second and
+// counts the rest, so that the next line can say how many were left out.
+type logLimiter struct {
+	mu         sync.Mutex
+	second     int64
+	lines      int
+	suppressed int64
+}
+
+// allow reports whether a line may be logged now, with the number of lines
+// suppressed since the last one that was.
+func (l *logLimiter) allow(now time.Time) (suppressed int64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sec := now.Unix(); sec != l.second {
+		l.second, l.lines = sec, 0
+	}
+	if l.lines >= maxLogLinesPerSecond {
+		l.suppressed++
+		return 0, false
+	}
+	l.lines++
+	suppressed, l.suppressed = l.suppressed, 0
+	return suppressed, true
+}
+
+// limitNouns names what an allowance limits, in the words of BIND's log.
+var limitNouns = map[string]string{
+	"responses-per-second": "responses",
+	"referrals-per-second": "referral responses",
+	"nodata-per-second":    "NODATA responses",
+	"nxdomains-per-second": "NXDOMAIN responses",
+	"errors-per-second":    "error responses",
+	"all-per-second":       "all responses",
+}
+
+// describe renders an event as one log line, such as
+// "limit NXDOMAIN responses to 192.0.2.0/24 for example.org. (nxdomains-per-second)".
+func describe(ev core.Event, reportOnly bool) string {
+	var b strings.Builder
+	if reportOnly {
+		b.WriteString("would ")
+	}
+	if !ev.Started {
+		b.WriteString("stop limiting ")
+	} else {
+		b.WriteString("limit ")
+	}
+	if ev.Limit == "requests-per-second" {
+		b.WriteString("requests from ")
+	} else {
+		noun, ok := limitNouns[ev.Limit]
+		if !ok {
+			noun = "responses"
+		}
+		b.WriteString(noun)
+		b.WriteString(" to ")
+	}
+	b.WriteString(ev.Network.String())
+	if name := ev.Tuple.SalientName; name != "" && !ev.Evicted && tupleNamed(ev) {
+		b.WriteString(" for ")
+		b.WriteString(name)
+		if ev.Tuple.AllowanceCategory == core.AllowanceAnswer {
+			b.WriteString(" " + dns.Class(ev.Tuple.Class).String() + " " + dns.Type(ev.Tuple.Type).String())
+		}
+	}
+	if ev.Evicted {
+		b.WriteString(" (account recycled: table full)")
+	} else if ev.Limit != "" {
+		b.WriteString(" (" + ev.Limit + ")")
+	}
+	return b.String()
+}
+
+// tupleNamed reports whether the event's account is per name; the per
+// network limits (all-per-second, requests-per-second) and errors are not.
+func tupleNamed(ev core.Event) bool {
+	switch ev.Limit {
+	case "all-per-second", "requests-per-second", "errors-per-second":
+		return false
+	}
+	return ev.Tuple.AllowanceCategory != core.AllowanceError
+}

@@ -1,0 +1,210 @@
+package rrl
+
+import (
+	"context"
+	"sync"
+
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	core "github.com/dnsrrl/rrl"
+)
+
+// Every label here takes its values from the Corefile or from fixed lists:
+// a client address never becomes a label, so a flood from many networks
+// cannot grow the metrics.
+var (
+	responsesTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: pluginName,
+		Name:      "responses_total",
+		Help:      "Responses charged to a client network, by category and by what rrl decided (in report-only mode, what it would have done).",
+	}, []string{"server", "zone", "category", "action"})
+
+	responsesExceeded = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: pluginName,
+		Name:      "responses_exceeded_total",
+		Help:      "Responses over their allowance or all-per-second, which were dropped or slipped (or would have been, in report-only mode).",
+	}, []string{"server", "zone", "category"})
+
+	requestsExceeded = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: pluginName,
+		Name:      "requests_exceeded_total",
+		Help:      "Requests over requests-per-second, which were dropped (or would have been, in report-only mode).",
+	}, []string{"server", "zone"})
+
+	cookieExemptTotal = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: pluginName,
+		Name:      "cookie_exempt_total",
+		Help:      "Responses sent without limiting because the request carried a valid server cookie.",
+	}, []string{"server", "zone"})
+
+	tableSizeDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(plugin.Namespace, pluginName, "table_size"),
+		"Accounts held in the rrl tables of the server blocks on this server.",
+		[]string{"server"}, nil)
+
+	evictionsDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(plugin.Namespace, pluginName, "table_evictions_total"),
+		"Accounts recycled because the table was at max-table-size.",
+		[]string{"server"}, nil)
+
+	limitedDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(plugin.Namespace, pluginName, "limited_accounts"),
+		"Accounts being limited now: started minus stopped limiting episodes.",
+		[]string{"server"}, nil)
+)
+
+func init() { prometheus.MustRegister(liveInstances) }
+
+var categoryLabels = [core.AllowanceLast]string{
+	core.AllowanceAnswer:   "answer",
+	core.AllowanceReferral: "referral",
+	core.AllowanceNoData:   "nodata",
+	core.AllowanceNXDomain: "nxdomain",
+	core.AllowanceError:    "error",
+}
+
+var actionLabels = [core.ActionLast]string{
+	core.Send: "send",
+	core.Drop: "drop",
+	core.Slip: "slip",
+}
+
+// serverCounters are the counters of one server and one server block,
+// resolved once: a CounterVec lookup hashes its labels, which would cost
+// more than all the rest of the plugin's work on a query.
+type serverCounters struct {
+	responses [][core.AllowanceLast][core.ActionLast]prometheus.Counter // by zone index
+	exceeded  [][core.AllowanceLast]prometheus.Counter
+	requests  []prometheus.Counter
+	cookies   []prometheus.Counter
+}
+
+func newServerCounters(server string, zones []string) *serverCounters {
+	sc := &serverCounters{
+		responses: make([][core.AllowanceLast][core.ActionLast]prometheus.Counter, len(zones)),
+		exceeded:  make([][core.AllowanceLast]prometheus.Counter, len(zones)),
+		requests:  make([]prometheus.Counter, len(zones)),
+		cookies:   make([]prometheus.Counter, len(zones)),
+	}
+	for z, zone := range zones {
+		for c, cat := range categoryLabels {
+			for a, act := range actionLabels {
+				sc.responses[z][c][a] = responsesTotal.WithLabelValues(server, zone, cat, act)
+			}
+			sc.exceeded[z][c] = responsesExceeded.WithLabelValues(server, zone, cat)
+		}
+		sc.requests[z] = requestsExceeded.WithLabelValues(server, zone)
+		sc.cookies[z] = cookieExemptTotal.WithLabelValues(server, zone)
+	}
+	return sc
+}
+
+// instanceStats is the metrics and logging side of one server block.
+type instanceStats struct {
+	zones      []string
+	reportOnly bool
+	limiter    *core.RRL
+	servers    sync.Map // server address -> *serverCounters
+	limited    limitedCount
+	logs       logLimiter
+}
+
+func newInstanceStats(zones []string, reportOnly bool) *instanceStats {
+	return &instanceStats{zones: zones, reportOnly: reportOnly}
+}
+
+// addServer makes the counters of a server ahead of traffic, so that every
+// series exists, at zero, from the start.
+func (s *instanceStats) addServer(server string) { s.forServer(server) }
+
+func (s *instanceStats) forServer(server string) *serverCounters {
+	if v, ok := s.servers.Load(server); ok {
+		return v.(*serverCounters)
+	}
+	v, _ := s.servers.LoadOrStore(server, newServerCounters(server, s.zones))
+	return v.(*serverCounters)
+}
+
+// count records one decision of the limiter.
+func (s *instanceStats) count(ctx context.Context, zone int, cat core.AllowanceCategory, act core.Action, ipr core.IPReason, rtr core.RTReason) {
+	if cat >= core.AllowanceLast || act >= core.ActionLast {
+		return
+	}
+	sc := s.forServer(metrics.WithServer(ctx))
+	sc.responses[zone][cat][act].Inc()
+	if rtr == core.RTRateLimit || rtr == core.RTAllLimit {
+		sc.exceeded[zone][cat].Inc()
+	}
+	if ipr == core.IPRateLimit {
+		sc.requests[zone].Inc()
+	}
+}
+
+// cookieExempt records a response sent unlimited for its server cookie.
+func (s *instanceStats) cookieExempt(ctx context.Context, zone int) {
+	s.forServer(metrics.WithServer(ctx)).cookies[zone].Inc()
+}
+
+// instances is the set of running server blocks, which the table metrics
+// read at scrape time: the tables are only summed when someone asks.
+type instances struct {
+	mu  sync.Mutex
+	set map[*instanceStats]bool
+}
+
+var liveInstances = &instances{set: map[*instanceStats]bool{}}
+
+func (in *instances) add(s *instanceStats) {
+	in.mu.Lock()
+	in.set[s] = true
+	in.mu.Unlock()
+}
+
+func (in *instances) remove(s *instanceStats) {
+	in.mu.Lock()
+	delete(in.set, s)
+	in.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (in *instances) Describe(ch chan<- *prometheus.Desc) {
+	ch <- tableSizeDesc
+	ch <- evictionsDesc
+	ch <- limitedDesc
+}
+
+// Collect implements prometheus.Collector. Server blocks that share a
+// listener are summed under that listener's name.
+func (in *instances) Collect(ch chan<- prometheus.Metric) {
+	type sums struct{ size, evictions, limited float64 }
+	by := map[string]*sums{}
+	in.mu.Lock()
+	for s := range in.set {
+		st := s.limiter.GetStats(false)
+		limited := float64(s.limited.value())
+		s.servers.Range(func(k, _ any) bool {
+			t := by[k.(string)]
+			if t == nil {
+				t = &sums{}
+				by[k.(string)] = t
+			}
+			t.size += float64(st.CacheLength)
+			t.evictions += float64(st.Evictions)
+			t.limited += limited
+			return true
+		})
+	}
+	in.mu.Unlock()
+	for server, t := range by {
+		ch <- prometheus.MustNewConstMetric(tableSizeDesc, prometheus.GaugeValue, t.size, server)
+		ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, t.evictions, server)
+		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.GaugeValue, t.limited, server)
+	}
+}

@@ -1,0 +1,210 @@
+// Package rrl is a CoreDNS plugin that limits the responses an
+// authoritative server sends to each client network, as BIND 9's
+// rate-limit does, so that the server is a poor amplifier in reflection
+// attacks.
+package rrl
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/metadata"
+	"github.com/coredns/coredns/request"
+	"github.com/miekg/dns"
+
+	core "github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/miekgrrl"
+)
+
+// RRL is the plugin handler of one server block. Each block has its own
+// limiter, so blocks that share a listener never share accounts.
+type RRL struct {
+	Next  plugin.Handler
+	Zones []string
+
+	limiter    *core.RRL
+	active     bool // some allowance is set; otherwise the plugin stands aside
+	reportOnly bool
+	streamOnly bool // the block's transport never carries bare UDP
+	cookies    *miekgrrl.Cookies
+	stats      *instanceStats
+}
+
+// wildcardLabel is the metadata label under which file, auto and cache name
+// the wildcard record ("*.example.org.") that synthesised an answer.
+const wildcardLabel = "zone/wildcard"
+
+// newHandler builds the handler and its limiter from a parsed block.
+func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
+	h := &RRL{
+		Zones:      zones,
+		active:     cfg.IsActive(),
+		reportOnly: opts.reportOnly,
+		cookies:    newCookies(opts),
+	}
+	h.stats = newInstanceStats(zones, opts.reportOnly)
+	cfg.SetObserver(h.stats.observe)
+	h.limiter = core.NewRRL(cfg)
+	h.stats.limiter = h.limiter
+	return h
+}
+
+// Name implements plugin.Handler.
+func (h *RRL) Name() string { return pluginName }
+
+// ServeDNS implements plugin.Handler. It lets the rest of the chain build the
+// response into a recorder, then charges that final response to the client
+// network's account and sends, drops or slips it.
+func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	if !h.active || len(r.Question) == 0 {
+		return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
+	}
+	zone := h.matchZone(r.Question[0].Name)
+	if zone < 0 {
+		return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
+	}
+
+	client, udp := clientAddr(w.RemoteAddr())
+	udp = udp && !h.streamOnly
+	var now time.Time
+	cookie := miekgrrl.CookieNone
+	if r.IsEdns0() != nil {
+		now = time.Now()
+		cookie = h.cookies.Check(r, client, now)
+	}
+
+	hold := udp && cookie != miekgrrl.CookieValid
+	rec := getRecorder(w, r, h, client, now, cookie, hold)
+	defer putRecorder(rec)
+	if metadata.ValueFuncs(ctx) == nil {
+		// Without the metadata plugin nobody gives file, auto and cache a
+		// place to say that an answer came from a wildcard; give them one,
+		// or every name under a wildcard would be an account of its own.
+		ctx = metadata.ContextWithMetadata(ctx)
+	}
+	rcode, err := plugin.NextOrFailure(h.Name(), h.Next, ctx, rec, r)
+
+	if rec.msg == nil && !rec.passedThrough && !plugin.ClientWrite(rcode) {
+		// The server would write this error itself, after us and unlimited:
+		// build it here so that an error flood is limited like any other.
+		rec.msg, rec.held = errorReply(r, rcode), true
+		rcode = dns.RcodeSuccess
+	}
+	if rec.msg == nil {
+		return rcode, err // the chain wrote nothing we could read
+	}
+	act := h.account(ctx, zone, client, udp, r, rec.msg, cookie)
+	if !hold {
+		// TCP answers are never limited and proven clients are exempt; TCP
+		// is still charged above so that qps-scale sees the whole load.
+		act = core.Send
+	}
+	if rec.held {
+		h.deliver(rec, act, now)
+	}
+	return rcode, err
+}
+
+// account charges resp to the client's accounts and records the outcome in
+// the metrics. A request with a valid server cookie is not charged at all:
+// its source address is proven, so it cannot be part of a reflection.
+func (h *RRL) account(ctx context.Context, zone int, client netip.Addr, udp bool, r, resp *dns.Msg, cookie miekgrrl.CookieState) core.Action {
+	if cookie == miekgrrl.CookieValid {
+		h.stats.cookieExempt(ctx, zone)
+		return core.Send
+	}
+	tuple := miekgrrl.Tuple(r, resp, wildcardOrigin(ctx))
+	act, ipr, rtr := h.limiter.DebitAddr(client, udp, &tuple)
+	if tuple.AllowanceCategory == core.AllowanceError && act == core.Slip {
+		// A TC reply to an error is as large as the error itself and
+		// invites a TCP retry of a query that will only fail again.
+		act = core.Drop
+	}
+	h.stats.count(ctx, zone, tuple.AllowanceCategory, act, ipr, rtr)
+	return act
+}
+
+// deliver sends what act says for a held response. In report-only mode
+// everything is sent: the metrics and logs alone tell what would have been.
+func (h *RRL) deliver(rec *recorder, act core.Action, now time.Time) {
+	if h.reportOnly {
+		act = core.Send
+	}
+	switch act {
+	case core.Send:
+		rec.send(rec.msg)
+	case core.Slip:
+		if now.IsZero() {
+			now = time.Now()
+		}
+		rec.ResponseWriter.WriteMsg(miekgrrl.SlipReply(rec.req, rec.msg, h.cookies, rec.client, now))
+	}
+}
+
+// matchZone returns the index in h.Zones of the longest zone that contains
+// qname, or -1. Names compare without regard to case.
+func (h *RRL) matchZone(qname string) int {
+	best, bestLen := -1, -1
+	for i, z := range h.Zones {
+		if len(z) > bestLen && isSubDomain(z, qname) {
+			best, bestLen = i, len(z)
+		}
+	}
+	return best
+}
+
+// isSubDomain reports whether name is zone or below it. Both are fully
+// qualified; zone is lower case (the Corefile parser normalizes it).
+func isSubDomain(zone, name string) bool {
+	if zone == "." {
+		return true
+	}
+	if len(name) < len(zone) || !strings.EqualFold(name[len(name)-len(zone):], zone) {
+		return false
+	}
+	return len(name) == len(zone) || name[len(name)-len(zone)-1] == '.'
+}
+
+// wildcardOrigin returns the parent of the wildcard that synthesised the
+// response ("example.org." for "*.example.org."), or "" when none did.
+func wildcardOrigin(ctx context.Context) string {
+	f := metadata.ValueFunc(ctx, wildcardLabel)
+	if f == nil {
+		return ""
+	}
+	return strings.TrimPrefix(f(), "*.")
+}
+
+// clientAddr returns the client's address and whether it reached us over UDP.
+func clientAddr(a net.Addr) (netip.Addr, bool) {
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap(), true
+	case *net.TCPAddr:
+		ip, _ := netip.AddrFromSlice(a.IP)
+		return ip.Unmap(), false
+	}
+	if a == nil {
+		return netip.Addr{}, false
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap(), a.Network() == "udp"
+}
+
+// errorReply builds the response the server would write for an rcode that
+// a plugin returned without writing, as CoreDNS's server does.
+func errorReply(r *dns.Msg, rcode int) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetRcode(r, rcode)
+	state := request.Request{Req: r}
+	state.SizeAndDo(m)
+	return m
+}
