@@ -195,22 +195,29 @@ func (w *writer) decide(m *dns.Msg) rrl.Action {
 	}
 	w.decided = true
 	h := w.h
-	d := Decision{Client: w.client, UDP: w.udp, Cookie: w.cookie, ReportOnly: h.opts.ReportOnly, Request: w.req, Response: m}
-	if w.cookie == CookieValid {
-		d.Action, d.IPReason, d.RTReason = rrl.Send, rrl.IPNotReached, rrl.RTNotReached
-	} else {
+	var ipr rrl.IPReason
+	var rtr rrl.RTReason
+	limited := w.cookie != CookieValid
+	if limited {
 		origin := w.origin
 		if origin == "" && h.opts.WildcardOrigin != nil {
 			origin = h.opts.WildcardOrigin(w.req, m)
 		}
 		w.tuple = Tuple(w.req, m, origin)
-		d.Action, d.IPReason, d.RTReason = h.limiter.DebitAddr(w.client, w.udp, &w.tuple)
-		d.Limited, d.Tuple = true, w.tuple
+		w.action, ipr, rtr = h.limiter.DebitAddr(w.client, w.udp, &w.tuple)
+	} else {
+		w.action, ipr, rtr = rrl.Send, rrl.IPNotReached, rrl.RTNotReached
 	}
 	if h.opts.OnDecision != nil {
+		// Built only for the hook: the struct is large enough to show in profiles.
+		d := Decision{Action: w.action, IPReason: ipr, RTReason: rtr, Limited: limited,
+			Client: w.client, UDP: w.udp, Cookie: w.cookie, ReportOnly: h.opts.ReportOnly,
+			Request: w.req, Response: m}
+		if limited {
+			d.Tuple = w.tuple
+		}
 		h.opts.OnDecision(d)
 	}
-	w.action = d.Action
 	if h.opts.ReportOnly || (!w.udp && w.action == rrl.Slip) {
 		w.action = rrl.Send
 	}

@@ -1,0 +1,152 @@
+package miekgrrl
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dnsrrl/rrl"
+	"github.com/miekg/dns"
+)
+
+// discardWriter is the cheapest dns.ResponseWriter: it keeps nothing, so the
+// benchmarks measure the handler and the middleware alone.
+type discardWriter struct{ remote net.Addr }
+
+func (w *discardWriter) LocalAddr() net.Addr         { return w.remote }
+func (w *discardWriter) RemoteAddr() net.Addr        { return w.remote }
+func (w *discardWriter) WriteMsg(*dns.Msg) error     { return nil }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) Close() error                { return nil }
+func (w *discardWriter) TsigStatus() error           { return nil }
+func (w *discardWriter) TsigTimersOnly(bool)         {}
+func (w *discardWriter) Hijack()                     {}
+
+// benchHandler is a trivial handler: it answers with a response built once.
+func benchHandler(b *testing.B) (dns.Handler, *dns.Msg) {
+	req := query("www.example.org.")
+	resp := new(dns.Msg).SetReply(req)
+	resp.Answer = rrs(b, "www.example.org. 300 IN A 192.0.2.1")
+	resp.Ns = rrs(b, "example.org. 300 IN NS ns1.example.org.")
+	return dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		resp.Id = r.Id
+		w.WriteMsg(resp)
+	}), req
+}
+
+// benchLimiter does all the work of finding and charging an account, but
+// the rate is so high that clients spread over benchClients networks are
+// never limited: the benchmarks measure the common case, a response sent.
+func benchLimiter(b *testing.B) *rrl.RRL {
+	cfg := rrl.NewConfig()
+	for _, kv := range [][2]string{{"responses-per-second", "1000000"}, {"window", "1"}} {
+		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return rrl.NewRRL(cfg)
+}
+
+// benchClients is how many client networks (/24) the benchmarks rotate
+// through.
+const benchClients = 256
+
+func benchWriters() []*discardWriter {
+	ws := make([]*discardWriter, benchClients)
+	for i := range ws {
+		ws[i] = &discardWriter{remote: &net.UDPAddr{IP: net.IPv4(10, 0, byte(i), 1), Port: 5353}}
+	}
+	return ws
+}
+
+func BenchmarkHandlerBare(b *testing.B) {
+	h, req := benchHandler(b)
+	ws := benchWriters()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		h.ServeDNS(ws[i%benchClients], req)
+	}
+}
+
+func BenchmarkHandlerMiddleware(b *testing.B) {
+	inner, req := benchHandler(b)
+	lim := benchLimiter(b)
+	h := Middleware(lim, inner, Options{})
+	ws := benchWriters()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		h.ServeDNS(ws[i%benchClients], req)
+	}
+	if st := lim.GetStats(false); st.Actions[rrl.Send] != st.RPS[rrl.AllowanceAnswer] {
+		b.Fatalf("some responses were limited: %s", st.String())
+	}
+}
+
+func BenchmarkHandlerMiddlewareHook(b *testing.B) {
+	inner, req := benchHandler(b)
+	n := 0
+	h := Middleware(benchLimiter(b), inner, Options{OnDecision: func(d Decision) {
+		if d.Action == rrl.Send {
+			n++
+		}
+	}})
+	ws := benchWriters()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		h.ServeDNS(ws[i%benchClients], req)
+	}
+}
+
+// Many clients, in parallel: the realistic case for the account table.
+func BenchmarkHandlerMiddlewareParallel(b *testing.B) {
+	inner, req := benchHandler(b)
+	h := Middleware(benchLimiter(b), inner, Options{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ws := benchWriters()
+		i := 0
+		for pb.Next() {
+			i++
+			h.ServeDNS(ws[i%benchClients], req)
+		}
+	})
+}
+
+// A client that sends its server cookie back: the limiter is skipped, the
+// cookie is checked and a fresh one is made.
+func BenchmarkHandlerMiddlewareValidCookie(b *testing.B) {
+	inner, _ := benchHandler(b)
+	cookies := NewCookies([16]byte{1})
+	now := time.Now()
+	client := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}
+	first := new(dns.Msg)
+	cookies.AddServerCookie(first, cookieQuery("a.", "0102030405060708"), netipAddr(client), now)
+	req := cookieQuery("www.example.org.", respCookie(first))
+	h := Middleware(benchLimiter(b), inner, Options{Cookies: cookies})
+	w := &discardWriter{remote: client}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeDNS(w, req)
+	}
+}
+
+func BenchmarkSlipReply(b *testing.B) {
+	_, req := benchHandler(b)
+	resp := new(dns.Msg).SetReply(req)
+	b.ReportAllocs()
+	for b.Loop() {
+		SlipReply(req, resp, nil, netipAddr(nil), time.Time{})
+	}
+}
+
+func netipAddr(a net.Addr) netip.Addr {
+	ip, _ := clientAddr(a)
+	return ip
+}
