@@ -105,25 +105,34 @@ func sipKey(secret [16]byte) [2]uint64 {
 // stamped no more than MaxCookieAge before now and no more than
 // MaxCookieFuture after it. A nil c, req or client never validates.
 func (c *Cookies) Check(req *dns.Msg, client netip.Addr, now time.Time) CookieState {
+	st, _, _ := c.check(req, client, now)
+	return st
+}
+
+// check is Check that also returns the client cookie, when there is one, for
+// the response's cookie: the middleware decodes the option once.
+func (c *Cookies) check(req *dns.Msg, client netip.Addr, now time.Time) (st CookieState, cc [clientCookieLen]byte, hasCC bool) {
 	raw, ok := requestCookie(req)
 	if !ok {
-		return CookieNone
+		return CookieNone, cc, false
 	}
 	var buf [clientCookieLen + maxServerCookieLen]byte
 	n, ok := decodeCookie(buf[:], raw)
 	if !ok {
-		return CookieBad
+		return CookieBad, cc, false
 	}
-	if n == clientCookieLen {
-		return CookieClientOnly
+	copy(cc[:], buf[:])
+	switch {
+	case n == clientCookieLen:
+		st = CookieClientOnly
+	case c == nil || n != clientCookieLen+serverCookieLen || !client.IsValid():
+		st = CookieBad // includes other servers' formats: we cannot check them
+	case c.valid(buf[:n], client, now):
+		st = CookieValid
+	default:
+		st = CookieBad
 	}
-	if c == nil || n != clientCookieLen+serverCookieLen || !client.IsValid() {
-		return CookieBad // includes other servers' formats: we cannot check them
-	}
-	if c.valid(buf[:n], client, now) {
-		return CookieValid
-	}
-	return CookieBad
+	return st, cc, true
 }
 
 // valid checks a 24-byte cookie (client cookie, then server cookie).
@@ -190,10 +199,13 @@ func (c *Cookies) AddServerCookie(resp, req *dns.Msg, client netip.Addr, now tim
 	if c == nil || resp == nil || !client.IsValid() {
 		return
 	}
-	cc, ok := clientCookie(req)
-	if !ok {
-		return
+	if cc, ok := clientCookie(req); ok {
+		c.addServerCookie(resp, req, &cc, client, now)
 	}
+}
+
+// addServerCookie is AddServerCookie with the client cookie already decoded.
+func (c *Cookies) addServerCookie(resp, req *dns.Msg, cc *[clientCookieLen]byte, client netip.Addr, now time.Time) {
 	s := c.ServerCookie(cc[:], client, now)
 	var hexbuf [2 * (clientCookieLen + serverCookieLen)]byte
 	encodeHex(hexbuf[:2*clientCookieLen], cc[:])
@@ -254,28 +266,28 @@ func decodeCookie(buf []byte, text string) (int, bool) {
 	if n != clientCookieLen && (n < clientCookieLen+minServerCookieLen || n > clientCookieLen+maxServerCookieLen) {
 		return 0, false
 	}
+	var bad byte
 	for i := 0; i < n; i++ {
-		hi, ok1 := fromHex(text[2*i])
-		lo, ok2 := fromHex(text[2*i+1])
-		if !ok1 || !ok2 {
-			return 0, false
-		}
-		buf[i] = hi<<4 | lo
+		hi, lo := unhex[text[2*i]], unhex[text[2*i+1]]
+		bad |= hi | lo
+		buf[i] = hi<<4 | lo&0xf
 	}
-	return n, true
+	return n, bad&0xf0 == 0
 }
 
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+// unhex maps a hex digit to its value and anything else to 0xff.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0, false
-}
+	for i := byte(0); i < 10; i++ {
+		t['0'+i] = i
+	}
+	for i := byte(0); i < 6; i++ {
+		t['a'+i], t['A'+i] = 10+i, 10+i
+	}
+	return t
+}()
 
 const hexDigits = "0123456789abcdef"
 

@@ -99,7 +99,7 @@ func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	cw.client, cw.udp = clientAddr(w.RemoteAddr())
 	if h.opts.Cookies != nil {
 		cw.now = h.opts.Now()
-		cw.cookie = h.opts.Cookies.Check(req, cw.client, cw.now)
+		cw.cookie, cw.cc, cw.hasCC = h.opts.Cookies.check(req, cw.client, cw.now)
 	}
 	h.next.ServeDNS(cw, req)
 	if cw.hijacked {
@@ -129,6 +129,8 @@ type writer struct {
 	client  netip.Addr
 	udp     bool
 	cookie  CookieState
+	cc      [clientCookieLen]byte // the request's client cookie, if hasCC
+	hasCC   bool
 	now     time.Time
 	origin  string
 	tuple   rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
@@ -227,12 +229,12 @@ func (w *writer) decide(m *dns.Msg) rrl.Action {
 // needsCookie reports whether responses to this request carry a server
 // cookie: cookies are on and the request had a client cookie.
 func (w *writer) needsCookie() bool {
-	return w.h.opts.Cookies != nil && (w.cookie == CookieClientOnly || w.cookie == CookieValid || w.cookie == CookieBad)
+	return w.h.opts.Cookies != nil && w.hasCC && w.client.IsValid()
 }
 
 func (w *writer) addCookie(m *dns.Msg) {
 	if w.needsCookie() {
-		w.h.opts.Cookies.AddServerCookie(m, w.req, w.client, w.now)
+		w.h.opts.Cookies.addServerCookie(m, w.req, &w.cc, w.client, w.now)
 	}
 }
 
