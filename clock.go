@@ -25,6 +25,9 @@ const (
 // an interval to it can never overflow.
 const maxClock = int64(1) << 62
 
+// maxStep bounds one forward step of an injected clock.
+const maxStep = int64(24 * time.Hour)
+
 var processStart = time.Now()
 
 // coarseClock is the shared ticking clock. now and idle share a cache line
@@ -85,8 +88,11 @@ func (c *coarseClock) tick() {
 
 // injectedClock turns a caller's clock (Config.SetNowFunc) into internal
 // time: it adds up the forward steps of fn and ignores backward ones, so a
-// clock stepped back neither freezes nor rewinds the RRL, and a clock stepped
-// far forward saturates at maxClock instead of overflowing.
+// clock stepped back neither freezes nor rewinds the RRL. A forward step
+// counts for at most maxStep, which is longer than any account remembers
+// anything, so a clock stepped far ahead (even past the year 2262, where
+// int64 nanoseconds end) resets accounts as a long silence would, and
+// internal time stays far from overflowing.
 type injectedClock struct {
 	fn func() time.Time
 
@@ -104,7 +110,7 @@ func (c *injectedClock) read() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d := wall.Sub(c.lastWall); d > 0 {
-		c.now += min(int64(d), maxClock-c.now)
+		c.now += min(int64(d), maxStep, maxClock-c.now)
 	}
 	c.lastWall = wall
 	return c.now

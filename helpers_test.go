@@ -43,8 +43,12 @@ func newTestRRL(t testing.TB, clock *testClock, kv ...string) *RRL {
 	return NewRRL(c)
 }
 
-func udp(s string) *net.UDPAddr { return net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(s), 5353)) }
-func tcp(s string) *net.TCPAddr { return net.TCPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(s), 5353)) }
+func udp(s string) *net.UDPAddr {
+	return net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(s), 5353))
+}
+func tcp(s string) *net.TCPAddr {
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(s), 5353))
+}
 
 func answer(name string) *ResponseTuple {
 	return &ResponseTuple{Class: 1, Type: 1, AllowanceCategory: AllowanceAnswer, SalientName: name}

@@ -1,0 +1,95 @@
+package rrl
+
+import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+)
+
+// spraySource returns the i-th of many distinct /24 client networks.
+func spraySource(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10 + byte(i>>16), byte(i >> 8), byte(i), 1})
+}
+
+func TestTableFullSpray(t *testing.T) {
+	const size = 1000
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "5", "max-table-size", fmt.Sprint(size), "slip-ratio", "0")
+	victim := netip.MustParseAddr("192.0.2.1")
+	a := answer("www.example.")
+	for range 10 {
+		r.DebitAddr(victim, true, a) // the victim's account goes into debt
+	}
+	for i := range 200_000 {
+		if act, _, _ := r.DebitAddr(spraySource(i), true, a); act != Send {
+			t.Fatalf("spoofed source %d, new to the table, got %v", i, act)
+		}
+		if i%100 == 0 {
+			if act, _, _ := r.DebitAddr(victim, true, a); act != Drop {
+				t.Fatalf("after %d spoofed sources the victim's account was recycled: %v", i, act)
+			}
+		}
+	}
+	if act, _, _ := r.DebitAddr(netip.MustParseAddr("198.51.100.1"), true, a); act != Send {
+		t.Errorf("a fresh client got %v", act)
+	}
+	s := r.GetStats(false)
+	if s.CacheLength > size {
+		t.Errorf("table holds %d accounts, more than max-table-size %d", s.CacheLength, size)
+	}
+	if s.Evictions < 200_000-size {
+		t.Errorf("only %d evictions", s.Evictions)
+	}
+}
+
+func TestVictimChoice(t *testing.T) {
+	// One shard of three accounts, one response per second each, clock still.
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "max-table-size", "3", "slip-ratio", "0")
+	src := udp("192.0.2.1")
+	debitN(r, src, answer("a."), 2) // in debt
+	debitN(r, src, answer("b."), 1) // in credit
+	debitN(r, src, answer("c."), 2) // in debt
+
+	// A new account takes the place of the one in credit, although it is
+	// not the least recently used.
+	debitN(r, src, answer("d."), 1)
+	if got := actions(r, src, answer("a."), 1) + actions(r, src, answer("c."), 1); got != "DD" {
+		t.Errorf("a and c: %s, want DD: accounts in debt must be kept", got)
+	}
+	if got := actions(r, src, answer("b."), 1); got != "S" {
+		t.Errorf("b: %s, want S: b's account was recycled, so b starts afresh", got)
+	}
+	// b's return recycled d, the one in credit. Put b in debt too: with
+	// every account in debt, the least recently used (a) is recycled.
+	debitN(r, src, answer("b."), 1)
+	debitN(r, src, answer("e."), 1)
+	if got := actions(r, src, answer("c."), 1) + actions(r, src, answer("a."), 1); got != "DS" {
+		t.Errorf("c then a: %s, want DS: a, least recently used, recycled", got)
+	}
+}
+
+func TestBytesPerAccount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a 100,000-account table")
+	}
+	const size = 100_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "5", "max-table-size", fmt.Sprint(size))
+	a := answer("www.example.")
+	for i := range 2 * size {
+		r.DebitAddr(spraySource(i), true, a)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if n := r.GetStats(false).CacheLength; n != size {
+		t.Fatalf("table holds %d accounts, want %d", n, size)
+	}
+	perAccount := float64(after.HeapAlloc-before.HeapAlloc) / size
+	t.Logf("%.1f bytes per account", perAccount)
+	if perAccount > 48 {
+		t.Errorf("%.1f bytes per account, want at most 48", perAccount)
+	}
+	runtime.KeepAlive(r)
+}
