@@ -1,0 +1,163 @@
+package miekgrrl
+
+import (
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/dnsrrl/rrl"
+	"github.com/miekg/dns"
+)
+
+// loopbackServer serves h over UDP and TCP on 127.0.0.1, on ports the kernel
+// picks, until the test ends.
+type loopbackServer struct {
+	udp, tcp string // addresses
+}
+
+func startLoopback(t *testing.T, h dns.Handler) loopbackServer {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
+		started := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		go srv.ActivateAndServe()
+		<-started
+		t.Cleanup(func() { srv.Shutdown() })
+	}
+	return loopbackServer{udp: pc.LocalAddr().String(), tcp: ln.Addr().String()}
+}
+
+// clientFrom returns a client that sends from source (a 127.N.M.1 address)
+// over network; timeout is how long a dropped query takes to give up on.
+func clientFrom(network, source string, timeout time.Duration) *dns.Client {
+	var local net.Addr = &net.UDPAddr{IP: net.ParseIP(source)}
+	if network == "tcp" {
+		local = &net.TCPAddr{IP: net.ParseIP(source)}
+	}
+	return &dns.Client{Net: network, Timeout: timeout, Dialer: &net.Dialer{LocalAddr: local, Timeout: timeout}}
+}
+
+// outcome sorts what a client got back into the limiter's actions.
+func outcome(t *testing.T, r *dns.Msg, err error) rrl.Action {
+	t.Helper()
+	var nerr net.Error
+	switch {
+	case errors.As(err, &nerr) && nerr.Timeout(), errors.Is(err, os.ErrDeadlineExceeded):
+		return rrl.Drop
+	case err != nil:
+		t.Fatalf("exchange: %v", err)
+	case r.Truncated || r.Rcode == dns.RcodeBadCookie:
+		return rrl.Slip
+	case r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1:
+		return rrl.Send
+	}
+	t.Fatalf("unexpected response %v", r)
+	return 0
+}
+
+// A flood from one source gets the configured rate, then alternating TC and
+// silence (slip-ratio 2), while another network is served.
+func TestIntegrationUDPFlood(t *testing.T) {
+	clock := newTestClock()
+	lim := newLimiter(t, clock, "responses-per-second", "4", "slip-ratio", "2")
+	srv := startLoopback(t, Middleware(lim, answerHandler, Options{}))
+	flooder := clientFrom("udp", "127.0.0.1", 300*time.Millisecond)
+
+	var got []rrl.Action
+	for range 8 {
+		r, _, err := flooder.Exchange(query("www.example.org."), srv.udp)
+		got = append(got, outcome(t, r, err))
+	}
+	want := []rrl.Action{rrl.Send, rrl.Send, rrl.Send, rrl.Send, rrl.Slip, rrl.Drop, rrl.Slip, rrl.Drop}
+	if !equalActions(got, want) {
+		t.Errorf("flood got %v, want %v", got, want)
+	}
+
+	other := clientFrom("udp", "127.3.4.1", 2*time.Second)
+	for i := range 4 {
+		r, _, err := other.Exchange(query("www.example.org."), srv.udp)
+		if a := outcome(t, r, err); a != rrl.Send {
+			t.Errorf("other network, query %d: %v", i, a)
+		}
+	}
+
+	// The TC reply is well-formed: the question, no records, rcode kept.
+	clock.advance(time.Hour)
+	for range 4 {
+		flooder.Exchange(query("www.example.org."), srv.udp)
+	}
+	r, _, err := flooder.Exchange(query("www.example.org."), srv.udp)
+	if err != nil || !r.Truncated || len(r.Question) != 1 || len(r.Answer)+len(r.Ns)+len(r.Extra) != 0 || r.Authoritative {
+		t.Errorf("TC reply %v, %v", r, err)
+	}
+}
+
+// TCP responses are never response-limited, however many.
+func TestIntegrationTCPNotLimited(t *testing.T) {
+	lim := newLimiter(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "1")
+	srv := startLoopback(t, Middleware(lim, answerHandler, Options{}))
+	c := clientFrom("tcp", "127.0.0.1", 2*time.Second)
+	for i := range 20 {
+		r, _, err := c.Exchange(query("www.example.org."), srv.tcp)
+		if a := outcome(t, r, err); a != rrl.Send {
+			t.Fatalf("TCP query %d: %v", i, a)
+		}
+	}
+	// The same source over UDP is limited after one.
+	u := clientFrom("udp", "127.0.0.1", 2*time.Second)
+	var got []rrl.Action
+	for range 2 {
+		r, _, err := u.Exchange(query("www.example.org."), srv.udp)
+		got = append(got, outcome(t, r, err))
+	}
+	if !equalActions(got, []rrl.Action{rrl.Send, rrl.Slip}) {
+		t.Errorf("UDP after the TCP flood: %v", got)
+	}
+}
+
+// A client that follows BADCOOKIE with the server cookie it was given is not
+// limited any more; the same source without the cookie still is.
+func TestIntegrationBadCookieFollowUp(t *testing.T) {
+	clock := newTestClock()
+	lim := newLimiter(t, clock, "responses-per-second", "1", "slip-ratio", "1")
+	cookies := NewCookies([16]byte{0x42})
+	srv := startLoopback(t, Middleware(lim, answerHandler, Options{Cookies: cookies}))
+	c := clientFrom("udp", "127.0.0.1", 2*time.Second)
+	const clientCookie = "a1b2c3d4e5f60718"
+
+	r, _, err := c.Exchange(cookieQuery("www.example.org.", clientCookie), srv.udp)
+	if outcome(t, r, err) != rrl.Send {
+		t.Fatalf("first query: %v", r)
+	}
+	r, _, err = c.Exchange(cookieQuery("www.example.org.", clientCookie), srv.udp)
+	if err != nil || r.Rcode != dns.RcodeBadCookie {
+		t.Fatalf("second query: want BADCOOKIE, got %v %v", r, err)
+	}
+	full := respCookie(r)
+	if len(full) != 48 || full[:16] != clientCookie {
+		t.Fatalf("BADCOOKIE cookie %q", full)
+	}
+	for i := range 30 {
+		r, _, err := c.Exchange(cookieQuery("www.example.org.", full), srv.udp)
+		if a := outcome(t, r, err); a != rrl.Send {
+			t.Fatalf("with the server cookie, query %d: %v", i, a)
+		}
+		if got := respCookie(r); len(got) != 48 || got[:16] != clientCookie {
+			t.Fatalf("query %d: response cookie %q", i, got)
+		}
+	}
+	r, _, err = c.Exchange(cookieQuery("www.example.org.", clientCookie), srv.udp)
+	if err != nil || r.Rcode != dns.RcodeBadCookie {
+		t.Errorf("without the server cookie: want BADCOOKIE, got %v %v", r, err)
+	}
+}
