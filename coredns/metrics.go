@@ -3,6 +3,7 @@ package rrl
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metrics"
@@ -112,6 +113,7 @@ type instanceStats struct {
 	reportOnly bool
 	limiter    *core.RRL
 	servers    sync.Map // server address -> *serverCounters
+	last       atomic.Pointer[lastServer]
 	limited    limitedCount
 	logs       logLimiter
 }
@@ -124,12 +126,25 @@ func newInstanceStats(zones []string, reportOnly bool) *instanceStats {
 // series exists, at zero, from the start.
 func (s *instanceStats) addServer(server string) { s.forServer(server) }
 
+// lastServer caches the counters of the server seen last: a block nearly
+// always serves one listener, and comparing the name, which is usually the
+// very same string, is cheaper than hashing it for the map.
+type lastServer struct {
+	server string
+	sc     *serverCounters
+}
+
 func (s *instanceStats) forServer(server string) *serverCounters {
-	if v, ok := s.servers.Load(server); ok {
-		return v.(*serverCounters)
+	if l := s.last.Load(); l != nil && l.server == server {
+		return l.sc
 	}
-	v, _ := s.servers.LoadOrStore(server, newServerCounters(server, s.zones))
-	return v.(*serverCounters)
+	v, ok := s.servers.Load(server)
+	if !ok {
+		v, _ = s.servers.LoadOrStore(server, newServerCounters(server, s.zones))
+	}
+	sc := v.(*serverCounters)
+	s.last.Store(&lastServer{server: server, sc: sc})
+	return sc
 }
 
 // count records one decision of the limiter.

@@ -28,6 +28,8 @@ type recorder struct {
 	msg           *dns.Msg // the response, for accounting
 	held          bool     // msg is held and not yet written
 	passedThrough bool     // something was written that we could not hold
+
+	ctx metaContext // kept across uses: its metadata map is reused
 }
 
 var recorders = sync.Pool{New: func() any { return new(recorder) }}
@@ -36,14 +38,17 @@ var recorders = sync.Pool{New: func() any { return new(recorder) }}
 // allocation for it.
 func getRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, client netip.Addr, now time.Time, cookie miekgrrl.CookieState, hold bool) *recorder {
 	rec := recorders.Get().(*recorder)
-	*rec = recorder{ResponseWriter: w, req: r, h: h, client: client, now: now, cookie: cookie, hold: hold}
+	rec.ResponseWriter, rec.req, rec.h = w, r, h
+	rec.client, rec.now, rec.cookie, rec.hold = client, now, cookie, hold
 	return rec
 }
 
 // putRecorder returns rec to the pool without references that would keep
 // a request's messages alive.
 func putRecorder(rec *recorder) {
-	*rec = recorder{}
+	ctx := rec.ctx
+	ctx.parent, ctx.own = nil, false
+	*rec = recorder{ctx: ctx}
 	recorders.Put(rec)
 }
 

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/coredns/coredns/plugin"
-	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
+	ot "github.com/opentracing/opentracing-go"
 
 	core "github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/miekgrrl"
@@ -30,6 +30,7 @@ type RRL struct {
 	active     bool // some allowance is set; otherwise the plugin stands aside
 	reportOnly bool
 	streamOnly bool // the block's transport never carries bare UDP
+	traced     bool // the block has the trace plugin, which needs spans
 	cookies    *miekgrrl.Cookies
 	stats      *instanceStats
 }
@@ -80,13 +81,8 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	hold := udp && cookie != miekgrrl.CookieValid
 	rec := getRecorder(w, r, h, client, now, cookie, hold)
 	defer putRecorder(rec)
-	if metadata.ValueFuncs(ctx) == nil {
-		// Without the metadata plugin nobody gives file, auto and cache a
-		// place to say that an answer came from a wildcard; give them one,
-		// or every name under a wildcard would be an account of its own.
-		ctx = metadata.ContextWithMetadata(ctx)
-	}
-	rcode, err := plugin.NextOrFailure(h.Name(), h.Next, ctx, rec, r)
+	ctx = rec.ctx.withMetadata(ctx)
+	rcode, err := h.next(ctx, rec, r)
 
 	if rec.msg == nil && !rec.passedThrough && !plugin.ClientWrite(rcode) {
 		// The server would write this error itself, after us and unlimited:
@@ -97,31 +93,48 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if rec.msg == nil {
 		return rcode, err // the chain wrote nothing we could read
 	}
-	act := h.account(ctx, zone, client, udp, r, rec.msg, cookie)
-	if !hold {
-		// TCP answers are never limited and proven clients are exempt; TCP
-		// is still charged above so that qps-scale sees the whole load.
-		act = core.Send
-	}
+	act := h.account(ctx, zone, client, udp, hold, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.held {
 		h.deliver(rec, act, now)
 	}
 	return rcode, err
 }
 
+// next calls the next plugin. plugin.NextOrFailure would wrap rec in a
+// writer (an allocation) that tells writers which implement
+// plugin.PluginTracker who wrote; rec is not one, so that is only done when
+// tracing needs NextOrFailure's span.
+func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) {
+	if h.Next == nil || (h.traced && ot.SpanFromContext(ctx) != nil) {
+		return plugin.NextOrFailure(h.Name(), h.Next, ctx, rec, r)
+	}
+	return h.Next.ServeDNS(ctx, rec, r)
+}
+
 // account charges resp to the client's accounts and records the outcome in
 // the metrics. A request with a valid server cookie is not charged at all:
 // its source address is proven, so it cannot be part of a reflection.
-func (h *RRL) account(ctx context.Context, zone int, client netip.Addr, udp bool, r, resp *dns.Msg, cookie miekgrrl.CookieState) core.Action {
+//
+// A response that was not held (TCP) has already been written: it is still
+// charged, so that qps-scale and the statistics see the whole load, but it is
+// counted as sent whatever the limiter says. requests-per-second therefore
+// limits UDP only here, which is where reflection happens.
+func (h *RRL) account(ctx context.Context, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) core.Action {
 	if cookie == miekgrrl.CookieValid {
 		h.stats.cookieExempt(ctx, zone)
 		return core.Send
 	}
-	tuple := miekgrrl.Tuple(r, resp, wildcardOrigin(ctx))
+	tuple := miekgrrl.Tuple(r, resp, wildcard)
 	act, ipr, rtr := h.limiter.DebitAddr(client, udp, &tuple)
-	if tuple.AllowanceCategory == core.AllowanceError && act == core.Slip {
-		// A TC reply to an error is as large as the error itself and
-		// invites a TCP retry of a query that will only fail again.
+	switch {
+	case !held:
+		act = core.Send
+		if ipr == core.IPRateLimit {
+			ipr = core.IPOk
+		}
+	case tuple.AllowanceCategory == core.AllowanceError && act == core.Slip:
+		// The core never slips errors; make sure of it, since a TC reply to
+		// an error invites a TCP retry of a query that will only fail again.
 		act = core.Drop
 	}
 	h.stats.count(ctx, zone, tuple.AllowanceCategory, act, ipr, rtr)
@@ -163,20 +176,13 @@ func isSubDomain(zone, name string) bool {
 	if zone == "." {
 		return true
 	}
-	if len(name) < len(zone) || !strings.EqualFold(name[len(name)-len(zone):], zone) {
+	if len(name) < len(zone) {
+		return false
+	}
+	if tail := name[len(name)-len(zone):]; tail != zone && !strings.EqualFold(tail, zone) {
 		return false
 	}
 	return len(name) == len(zone) || name[len(name)-len(zone)-1] == '.'
-}
-
-// wildcardOrigin returns the parent of the wildcard that synthesised the
-// response ("example.org." for "*.example.org."), or "" when none did.
-func wildcardOrigin(ctx context.Context) string {
-	f := metadata.ValueFunc(ctx, wildcardLabel)
-	if f == nil {
-		return ""
-	}
-	return strings.TrimPrefix(f(), "*.")
 }
 
 // clientAddr returns the client's address and whether it reached us over UDP.

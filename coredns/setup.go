@@ -39,7 +39,11 @@ func setup(c *caddy.Controller) error {
 	if !h.active {
 		log.Warningf("no allowance set for %v: nothing will be limited", h.Zones)
 	}
-	c.OnStartup(func() error { liveInstances.add(h.stats); return nil })
+	c.OnStartup(func() error {
+		h.traced = cfg.Handler("trace") != nil
+		liveInstances.add(h.stats)
+		return nil
+	})
 	c.OnShutdown(func() error { liveInstances.remove(h.stats); return nil })
 
 	cfg.AddPlugin(func(next plugin.Handler) plugin.Handler {

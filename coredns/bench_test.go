@@ -1,0 +1,113 @@
+package rrl
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"github.com/coredns/coredns/plugin"
+	"github.com/miekg/dns"
+)
+
+// benchWriter is a ResponseWriter that costs nothing: a fixed UDP address
+// and writes that go nowhere (test.ResponseWriter allocates its address on
+// every call, which would be charged to the plugin).
+type benchWriter struct {
+	addr *net.UDPAddr
+	n    int
+}
+
+func (w *benchWriter) LocalAddr() net.Addr         { return w.addr }
+func (w *benchWriter) RemoteAddr() net.Addr        { return w.addr }
+func (w *benchWriter) Network() string             { return "udp" }
+func (w *benchWriter) WriteMsg(*dns.Msg) error     { w.n++; return nil }
+func (w *benchWriter) Write(b []byte) (int, error) { w.n++; return len(b), nil }
+func (w *benchWriter) Close() error                { return nil }
+func (w *benchWriter) TsigStatus() error           { return nil }
+func (w *benchWriter) TsigTimersOnly(bool)         {}
+func (w *benchWriter) Hijack()                     {}
+
+// trivialNext answers every query with the same prebuilt message, so that
+// what is measured is the plugin and not the answer's construction.
+func trivialNext() plugin.Handler {
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.org.", dns.TypeA)
+	m.Response, m.Authoritative = true, true
+	a, _ := dns.NewRR("www.example.org. 300 IN A 192.0.2.1")
+	m.Answer = []dns.RR{a}
+	return plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		w.WriteMsg(m)
+		return dns.RcodeSuccess, nil
+	})
+}
+
+// benchClients spreads the load over 256 networks, as real traffic is, and
+// keeps every account in credit so that each query takes the full Send path.
+func benchClients() []*benchWriter {
+	ws := make([]*benchWriter, 256)
+	for i := range ws {
+		ws[i] = &benchWriter{addr: &net.UDPAddr{IP: net.IPv4(127, 1, byte(i), 1), Port: 5300}}
+	}
+	return ws
+}
+
+func runBench(b *testing.B, h plugin.Handler) {
+	ws := benchClients()
+	r := query("www.example.org.", dns.TypeA)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		h.ServeDNS(ctx, ws[i&255], r)
+	}
+}
+
+// BenchmarkTrivial is the baseline: the next plugin alone.
+func BenchmarkTrivial(b *testing.B) { runBench(b, trivialNext()) }
+
+// BenchmarkRRL is the same through rrl, with limits too high to bite; the
+// difference from BenchmarkTrivial is the plugin's cost per query.
+func BenchmarkRRL(b *testing.B) {
+	h := testHandler(b, "{\n responses-per-second 1000000\n}", trivialNext(), nil)
+	runBench(b, h)
+}
+
+// BenchmarkRRLAllPerSecond adds the per-network all-per-second account.
+func BenchmarkRRLAllPerSecond(b *testing.B) {
+	h := testHandler(b, "{\n responses-per-second 1000000\n all-per-second 1000000\n}", trivialNext(), nil)
+	runBench(b, h)
+}
+
+// BenchmarkRRLParallel measures contention between cores.
+func BenchmarkRRLParallel(b *testing.B) {
+	h := testHandler(b, "{\n responses-per-second 1000000\n}", trivialNext(), nil)
+	ws := benchClients()
+	r := query("www.example.org.", dns.TypeA)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		i := 0
+		for pb.Next() {
+			h.ServeDNS(ctx, ws[i&255], r)
+			i++
+		}
+	})
+}
+
+// TestAllocations holds the plugin to its budget of allocations per query
+// on the path every answered query takes.
+func TestAllocations(t *testing.T) {
+	ws := benchClients()
+	r := query("www.example.org.", dns.TypeA)
+	ctx := context.Background()
+	base := testing.AllocsPerRun(200, func() { trivialNext().ServeDNS(ctx, ws[0], r) })
+	next := trivialNext()
+	baseline := testing.AllocsPerRun(200, func() { next.ServeDNS(ctx, ws[0], r) })
+	_ = base
+	h := testHandler(t, "{\n responses-per-second 1000000\n}", next, nil)
+	i := 0
+	with := testing.AllocsPerRun(200, func() { h.ServeDNS(ctx, ws[i&255], r); i++ })
+	if added := with - baseline; added > 4 {
+		t.Errorf("rrl adds %.1f allocations per query, budget 4", added)
+	}
+}

@@ -1,0 +1,526 @@
+package rrl
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/metadata"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	core "github.com/dnsrrl/rrl"
+)
+
+// clock is a settable time for the limiter, so that no test depends on how
+// fast it runs.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Unix(1_700_000_000, 0)} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// testHandler parses "rrl <block>" for a server block of example.org. and
+// builds the handler with the given clock and next plugin.
+func testHandler(t testing.TB, block string, next plugin.Handler, clk *clock) *RRL {
+	t.Helper()
+	c := caddy.NewTestController("dns", "rrl "+block)
+	c.ServerBlockKeys = []string{"example.org.:53"}
+	c.Next()
+	zones, err := parseZones(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, opts, err := parseBlock(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clk != nil {
+		cfg.SetNowFunc(clk.now)
+	}
+	h := newHandler(zones, cfg, opts)
+	h.Next = next
+	return h
+}
+
+// capture is a test.ResponseWriter that keeps what is written to it.
+type capture struct {
+	test.ResponseWriter
+	msgs []*dns.Msg
+}
+
+func (c *capture) WriteMsg(m *dns.Msg) error {
+	c.msgs = append(c.msgs, m)
+	return nil
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	m := new(dns.Msg)
+	if err := m.Unpack(b); err != nil {
+		return 0, err
+	}
+	c.msgs = append(c.msgs, m)
+	return len(b), nil
+}
+
+const soa = "example.org. 3600 IN SOA ns.example.org. admin.example.org. 1 7200 3600 1209600 3600"
+
+// zoneNext answers like an authoritative server for example.org.: A records
+// for existing names, NXDOMAIN with SOA for "nx-*", a wildcard answer (and
+// the metadata label file sets) for names under wild.example.org., a
+// referral for names under sub.example.org., and a bare SERVFAIL rcode for
+// "fail.example.org.", which it leaves to the server to write.
+var zoneNext = plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	q := r.Question[0]
+	name := strings.ToLower(q.Name)
+	m := new(dns.Msg)
+	m.SetReply(r)
+	m.Authoritative = true
+	switch {
+	case name == "fail.example.org.":
+		return dns.RcodeServerFailure, nil
+	case name == "refuse.example.org.":
+		return dns.RcodeRefused, nil
+	case strings.HasPrefix(name, "nx-"):
+		m.Rcode = dns.RcodeNameError
+		m.Ns = []dns.RR{test.SOA(soa)}
+	case strings.HasSuffix(name, ".sub.example.org."):
+		m.Authoritative = false
+		m.Ns = []dns.RR{test.NS("sub.example.org. 3600 IN NS ns.sub.example.org.")}
+	case strings.HasSuffix(name, ".wild.example.org."):
+		metadata.SetValueFunc(ctx, wildcardLabel, func() string { return "*.wild.example.org." })
+		m.Answer = []dns.RR{test.A(q.Name + " 300 IN A 192.0.2.2")}
+	default:
+		m.Answer = []dns.RR{test.A(q.Name + " 300 IN A 192.0.2.1")}
+	}
+	w.WriteMsg(m)
+	return dns.RcodeSuccess, nil
+})
+
+// outcome is what the client got for one query.
+type outcome int
+
+const (
+	sent outcome = iota
+	slipped
+	dropped
+	badCookie
+)
+
+func (o outcome) String() string { return [...]string{"sent", "slipped", "dropped", "badcookie"}[o] }
+
+func classify(msgs []*dns.Msg) outcome {
+	switch {
+	case len(msgs) == 0:
+		return dropped
+	case msgs[0].Rcode == dns.RcodeBadCookie:
+		return badCookie
+	case msgs[0].Truncated:
+		return slipped
+	}
+	return sent
+}
+
+// ask sends one query through h from the client address ip and tells what
+// came back.
+func ask(t testing.TB, h plugin.Handler, ip string, tcp bool, r *dns.Msg) (outcome, *dns.Msg) {
+	t.Helper()
+	w := &capture{ResponseWriter: test.ResponseWriter{RemoteIP: ip, TCP: tcp}}
+	rcode, err := h.ServeDNS(context.Background(), w, r)
+	if err != nil {
+		t.Fatalf("ServeDNS: %v", err)
+	}
+	if !plugin.ClientWrite(rcode) {
+		t.Fatalf("ServeDNS returned rcode %d, which leaves a second write to the server", rcode)
+	}
+	if len(w.msgs) > 1 {
+		t.Fatalf("%d messages written for one query", len(w.msgs))
+	}
+	o := classify(w.msgs)
+	if o == dropped {
+		return o, nil
+	}
+	return o, w.msgs[0]
+}
+
+func query(name string, qtype uint16) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	return m
+}
+
+// tally sends n queries and counts the outcomes.
+func tally(t testing.TB, h plugin.Handler, ip string, tcp bool, n int, mk func(i int) *dns.Msg) map[outcome]int {
+	t.Helper()
+	got := map[outcome]int{}
+	for i := range n {
+		o, _ := ask(t, h, ip, tcp, mk(i))
+		got[o]++
+	}
+	return got
+}
+
+func TestLimitsUDPFlood(t *testing.T) {
+	clk := newClock()
+	h := testHandler(t, "{\n responses-per-second 5\n slip-ratio 2\n}", zoneNext, clk)
+	got := tally(t, h, "127.0.1.1", false, 40, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if got[sent] < 5 || got[sent] > 6 {
+		t.Errorf("sent %d of 40 with no time passing, want the allowance (5, give or take one): %v", got[sent], got)
+	}
+	if got[slipped] == 0 || got[dropped] == 0 {
+		t.Errorf("with slip-ratio 2 both slips and drops are expected: %v", got)
+	}
+	// Another network has its own account.
+	if o, _ := ask(t, h, "127.0.2.1", false, query("www.example.org.", dns.TypeA)); o != sent {
+		t.Errorf("another network got %v, want sent", o)
+	}
+	// Another name is another account.
+	if o, _ := ask(t, h, "127.0.1.1", false, query("mail.example.org.", dns.TypeA)); o != sent {
+		t.Errorf("another name got %v, want sent", o)
+	}
+	// Names differ only in case: one account (BIND compares names without case).
+	if o, _ := ask(t, h, "127.0.1.1", false, query("WWW.Example.ORG.", dns.TypeA)); o == sent {
+		t.Error("a name in other case escaped the account of its lower-case form")
+	}
+	// Time heals: after the window the account is in credit again.
+	clk.advance(20 * time.Second)
+	if o, _ := ask(t, h, "127.0.1.1", false, query("www.example.org.", dns.TypeA)); o != sent {
+		t.Errorf("after the window: %v, want sent", o)
+	}
+}
+
+func TestSlippedReplyShape(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n slip-ratio 1\n}", zoneNext, newClock())
+	var last *dns.Msg
+	for range 5 {
+		r := query("www.example.org.", dns.TypeA)
+		r.Id = 4242
+		if o, m := ask(t, h, "127.0.1.1", false, r); o == slipped {
+			last = m
+		}
+	}
+	if last == nil {
+		t.Fatal("no slipped reply with slip-ratio 1")
+	}
+	if last.Id != 4242 || len(last.Answer) != 0 || len(last.Question) != 1 || !last.Response {
+		t.Errorf("slipped reply should be an empty TC reply with the question and ID: %v", last)
+	}
+}
+
+func TestTCPNeverLimited(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n all-per-second 1\n}", zoneNext, newClock())
+	got := tally(t, h, "127.0.1.1", true, 50, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if got[sent] != 50 {
+		t.Errorf("TCP: %v, want all 50 sent", got)
+	}
+}
+
+func TestOutOfZonePassesThrough(t *testing.T) {
+	h := testHandler(t, "sub.example.org {\n responses-per-second 1\n}", zoneNext, newClock())
+	got := tally(t, h, "127.0.1.1", false, 20, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if got[sent] != 20 {
+		t.Errorf("outside the plugin's zones: %v, want all sent", got)
+	}
+	got = tally(t, h, "127.0.1.1", false, 20, func(int) *dns.Msg { return query("a.SUB.example.org.", dns.TypeA) })
+	if got[sent] == 20 {
+		t.Errorf("inside the plugin's zones (other case): %v, want limiting", got)
+	}
+}
+
+func TestExemptClient(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n exempt-clients 127.0.9.0/24\n}", zoneNext, newClock())
+	got := tally(t, h, "127.0.9.7", false, 30, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if got[sent] != 30 {
+		t.Errorf("exempt client: %v, want all sent", got)
+	}
+}
+
+func TestWildcardSharesAccount(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 3\n slip-ratio 0\n}", zoneNext, newClock())
+	got := tally(t, h, "127.0.1.1", false, 30, func(i int) *dns.Msg {
+		return query("n"+string(rune('a'+i%26))+string(rune('a'+i/26))+".wild.example.org.", dns.TypeA)
+	})
+	if got[sent] > 4 || got[dropped] == 0 {
+		t.Errorf("30 distinct names under one wildcard: %v, want one account limited at 3", got)
+	}
+}
+
+func TestNXDomainSharesAccount(t *testing.T) {
+	h := testHandler(t, "{\n nxdomains-per-second 2\n slip-ratio 0\n}", zoneNext, newClock())
+	got := tally(t, h, "127.0.1.1", false, 20, func(i int) *dns.Msg {
+		return query("nx-"+string(rune('a'+i))+".example.org.", dns.TypeA)
+	})
+	if got[sent] > 3 || got[dropped] == 0 {
+		t.Errorf("random NXDOMAIN names: %v, want one account for the zone", got)
+	}
+}
+
+func TestErrorsLimitedNeverSlipped(t *testing.T) {
+	h := testHandler(t, "{\n errors-per-second 2\n slip-ratio 1\n}", zoneNext, newClock())
+	var rcodes []int
+	got := map[outcome]int{}
+	for range 20 {
+		o, m := ask(t, h, "127.0.1.1", false, query("fail.example.org.", dns.TypeA))
+		got[o]++
+		if m != nil {
+			rcodes = append(rcodes, m.Rcode)
+		}
+	}
+	if got[slipped] != 0 {
+		t.Errorf("errors slipped: %v", got)
+	}
+	if got[sent] == 0 || got[sent] > 3 || got[dropped] == 0 {
+		t.Errorf("SERVFAIL flood: %v, want about 2 sent then drops", got)
+	}
+	for _, rc := range rcodes {
+		if rc != dns.RcodeServerFailure {
+			t.Errorf("sent rcode %d, want SERVFAIL", rc)
+		}
+	}
+	// REFUSED shares the network's single error account.
+	if o, _ := ask(t, h, "127.0.1.1", false, query("refuse.example.org.", dns.TypeA)); o != dropped {
+		t.Errorf("REFUSED after a SERVFAIL flood: %v, want dropped", o)
+	}
+}
+
+func TestErrorWrittenOverTCP(t *testing.T) {
+	h := testHandler(t, "{\n errors-per-second 1\n}", zoneNext, newClock())
+	for range 5 {
+		o, m := ask(t, h, "127.0.1.1", true, query("fail.example.org.", dns.TypeA))
+		if o != sent || m.Rcode != dns.RcodeServerFailure {
+			t.Fatalf("TCP error: %v %v, want SERVFAIL sent", o, m)
+		}
+	}
+}
+
+func TestReportOnly(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n report-only\n}", zoneNext, newClock())
+	before := testutil.ToFloat64(responsesExceeded.WithLabelValues("", "example.org.", "answer"))
+	got := tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("report.example.org.", dns.TypeA) })
+	if got[sent] != 10 {
+		t.Errorf("report-only: %v, want everything sent", got)
+	}
+	after := testutil.ToFloat64(responsesExceeded.WithLabelValues("", "example.org.", "answer"))
+	if after-before < 8 {
+		t.Errorf("report-only counted %v exceeded responses, want at least 8", after-before)
+	}
+}
+
+func TestInactivePassesThrough(t *testing.T) {
+	h := testHandler(t, "{\n}", zoneNext, newClock())
+	got := tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if got[sent] != 10 {
+		t.Errorf("no allowance: %v", got)
+	}
+}
+
+func TestNoQuestion(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n}", plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeFormatError)
+		w.WriteMsg(m)
+		return dns.RcodeSuccess, nil
+	}), newClock())
+	w := &capture{}
+	if _, err := h.ServeDNS(context.Background(), w, new(dns.Msg)); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.msgs) != 1 {
+		t.Fatal("a message without a question should pass through")
+	}
+}
+
+// TestResponseWithoutQuestion: a plugin may answer without echoing the
+// question; that must neither panic nor escape the limit.
+func TestResponseWithoutQuestion(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n slip-ratio 0\n}", plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		m := new(dns.Msg)
+		m.Id, m.Response = r.Id, true
+		w.WriteMsg(m)
+		return dns.RcodeSuccess, nil
+	}), newClock())
+	got := tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if got[dropped] == 0 {
+		t.Errorf("answers without question: %v, want limiting", got)
+	}
+}
+
+// TestWireWrites: a plugin that writes packed bytes is limited too.
+func TestWireWrites(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n slip-ratio 0\n}", plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Answer = []dns.RR{test.A("www.example.org. 300 IN A 192.0.2.1")}
+		b, _ := m.Pack()
+		w.Write(b)
+		return dns.RcodeSuccess, nil
+	}), newClock())
+	got := tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if got[sent] == 0 || got[dropped] == 0 {
+		t.Errorf("wire-format writes: %v, want some sent then drops", got)
+	}
+}
+
+// withCookie adds a COOKIE option (hex) to r.
+func withCookie(r *dns.Msg, cookie string) *dns.Msg {
+	r.SetEdns0(1232, false)
+	opt := r.IsEdns0()
+	opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: cookie})
+	return r
+}
+
+func cookieOf(m *dns.Msg) string {
+	if opt := m.IsEdns0(); opt != nil {
+		for _, o := range opt.Option {
+			if c, ok := o.(*dns.EDNS0_COOKIE); ok {
+				return c.Cookie
+			}
+		}
+	}
+	return ""
+}
+
+func TestCookies(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n slip-ratio 1\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", zoneNext, newClock())
+	const client = "0102030405060708"
+
+	// A client cookie alone: the answer carries a server cookie.
+	o, m := ask(t, h, "127.0.1.1", false, withCookie(query("www.example.org.", dns.TypeA), client))
+	if o != sent {
+		t.Fatalf("first query: %v", o)
+	}
+	full := cookieOf(m)
+	if len(full) != 48 || !strings.HasPrefix(full, client) {
+		t.Fatalf("response cookie %q, want the client cookie and a 16-byte server cookie", full)
+	}
+	// Once limited, a client that sent a cookie gets BADCOOKIE, not TC.
+	sawBad := false
+	for range 10 {
+		if o, m := ask(t, h, "127.0.1.1", false, withCookie(query("www.example.org.", dns.TypeA), client)); o == badCookie {
+			sawBad = true
+			if !strings.HasPrefix(cookieOf(m), client) || len(cookieOf(m)) != 48 {
+				t.Errorf("BADCOOKIE without a fresh server cookie: %q", cookieOf(m))
+			}
+		}
+	}
+	if !sawBad {
+		t.Error("no BADCOOKIE slip for a limited client with a cookie")
+	}
+	// With the server cookie the client is exempt, however fast it asks.
+	got := tally(t, h, "127.0.1.1", false, 30, func(int) *dns.Msg { return withCookie(query("www.example.org.", dns.TypeA), full) })
+	if got[sent] != 30 {
+		t.Errorf("valid server cookie: %v, want all sent", got)
+	}
+	// The same cookie from another address is not valid there.
+	got = tally(t, h, "127.0.5.1", false, 10, func(int) *dns.Msg { return withCookie(query("www.example.org.", dns.TypeA), full) })
+	if got[sent] == 10 {
+		t.Errorf("a stolen cookie exempted another network: %v", got)
+	}
+	// The request's OPT record must not have been changed under the caller.
+	r := withCookie(query("www.example.org.", dns.TypeA), client)
+	ask(t, h, "127.0.7.1", false, r)
+	if cookieOf(r) != client {
+		t.Errorf("request cookie changed to %q", cookieOf(r))
+	}
+}
+
+func TestMetricsCount(t *testing.T) {
+	h := testHandler(t, "metrics.example.org {\n responses-per-second 2\n requests-per-second 3\n slip-ratio 0\n}", zoneNext, newClock())
+	tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("a.metrics.example.org.", dns.TypeA) })
+	send := testutil.ToFloat64(responsesTotal.WithLabelValues("", "metrics.example.org.", "answer", "send"))
+	drop := testutil.ToFloat64(responsesTotal.WithLabelValues("", "metrics.example.org.", "answer", "drop"))
+	if send+drop != 10 || send == 0 || drop == 0 {
+		t.Errorf("responses_total send %v drop %v, want 10 in all", send, drop)
+	}
+	if r := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "metrics.example.org.")); r == 0 {
+		t.Error("requests_exceeded_total not counted")
+	}
+	st := h.limiter.GetStats(false)
+	if st.CacheLength == 0 {
+		t.Error("table empty after traffic")
+	}
+}
+
+func TestMatchZone(t *testing.T) {
+	h := &RRL{Zones: []string{"example.org.", "sub.example.org.", "other.test."}}
+	for name, want := range map[string]int{
+		"example.org.":       0,
+		"www.Example.org.":   0,
+		"SUB.example.org.":   1,
+		"a.sub.example.org.": 1,
+		"notexample.org.":    -1,
+		"other.test.":        2,
+		"org.":               -1,
+	} {
+		if got := h.matchZone(name); got != want {
+			t.Errorf("matchZone(%q) = %d, want %d", name, got, want)
+		}
+	}
+	root := &RRL{Zones: []string{"."}}
+	if root.matchZone("anything.example.") != 0 {
+		t.Error("the root zone should match everything")
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	clk := newClock()
+	var mu sync.Mutex
+	var events []core.Event
+	h := testHandler(t, "{\n responses-per-second 1\n}", zoneNext, clk)
+	cfg := core.NewConfig()
+	cfg.SetValue("nxdomains-per-second", "1")
+	cfg.SetNowFunc(clk.now)
+	cfg.SetObserver(func(ev core.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() })
+	h.limiter = core.NewRRL(cfg)
+	tally(t, h, "127.0.1.1", false, 5, func(int) *dns.Msg { return query("nx-a.example.org.", dns.TypeA) })
+	clk.advance(time.Minute)
+	tally(t, h, "127.0.1.1", false, 1, func(int) *dns.Msg { return query("nx-a.example.org.", dns.TypeA) })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 {
+		t.Fatalf("%d events, want a start and a stop: %v", len(events), events)
+	}
+	start, stop := describe(events[0], false), describe(events[1], true)
+	if start != "limit NXDOMAIN responses to 127.0.1.0/24 for example.org. (nxdomains-per-second)" {
+		t.Errorf("start line %q", start)
+	}
+	if stop != "would stop limiting NXDOMAIN responses to 127.0.1.0/24 for example.org. (nxdomains-per-second)" {
+		t.Errorf("stop line %q", stop)
+	}
+}
+
+func TestLogLimiter(t *testing.T) {
+	var l logLimiter
+	now := time.Unix(100, 0)
+	allowed := 0
+	for range 3 * maxLogLinesPerSecond {
+		if _, ok := l.allow(now); ok {
+			allowed++
+		}
+	}
+	if allowed != maxLogLinesPerSecond {
+		t.Errorf("%d lines allowed in one second, want %d", allowed, maxLogLinesPerSecond)
+	}
+	suppressed, ok := l.allow(now.Add(time.Second))
+	if !ok || suppressed != 2*maxLogLinesPerSecond {
+		t.Errorf("next second: ok %v suppressed %d, want %d", ok, suppressed, 2*maxLogLinesPerSecond)
+	}
+}

@@ -1,0 +1,199 @@
+package rrl
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/coredns/caddy"
+)
+
+// parseString runs the Corefile parser on one rrl directive of a server
+// block for example.org.
+func parseString(input string) (*RRL, error) {
+	c := caddy.NewTestController("dns", input)
+	c.ServerBlockKeys = []string{"example.org.:53"}
+	return parse(c)
+}
+
+func TestParseValid(t *testing.T) {
+	tests := []struct {
+		input  string
+		zones  []string
+		active bool
+		report bool
+	}{
+		{"rrl", []string{"example.org."}, false, false},
+		{"rrl {\n}", []string{"example.org."}, false, false},
+		{"rrl sub.example.org other.test {\n responses-per-second 5\n}", []string{"sub.example.org.", "other.test."}, true, false},
+		{"rrl {\n report-only\n responses-per-second 5\n}", []string{"example.org."}, true, true},
+		{"rrl {\n log-only\n errors-per-second 1\n}", []string{"example.org."}, true, true},
+		{"rrl {\n requests-per-second 100\n}", []string{"example.org."}, true, false},
+		{"rrl {\n all-per-second 100\n}", []string{"example.org."}, true, false},
+		{"rrl {\n responses-per-second 0\n}", []string{"example.org."}, false, false},
+		{`rrl {
+			window 15
+			ipv4-prefix-length 24
+			ipv6-prefix-length 56
+			responses-per-second 10
+			nodata-per-second 5
+			nxdomains-per-second 5
+			referrals-per-second 5
+			errors-per-second 5
+			slip-ratio 2
+			requests-per-second 1000
+			max-table-size 100000
+			all-per-second 200
+			qps-scale 250
+			exempt-clients 192.0.2.0/24 2001:db8::/32 198.51.100.7
+			exempt-clients 203.0.113.0/24
+			cookie-secret 000102030405060708090a0b0c0d0e0f
+		}`, []string{"example.org."}, true, false},
+		{"rrl {\n responses-per-second 2.5\n cookie-secret 000102030405060708090A0B0C0D0E0F 0f0e0d0c0b0a09080706050403020100\n}", []string{"example.org."}, true, false},
+	}
+	for _, tc := range tests {
+		h, err := parseString(tc.input)
+		if err != nil {
+			t.Errorf("%q: unexpected error %v", tc.input, err)
+			continue
+		}
+		if strings.Join(h.Zones, ",") != strings.Join(tc.zones, ",") {
+			t.Errorf("%q: zones %v, want %v", tc.input, h.Zones, tc.zones)
+		}
+		if h.active != tc.active || h.reportOnly != tc.report {
+			t.Errorf("%q: active %v report-only %v, want %v %v", tc.input, h.active, h.reportOnly, tc.active, tc.report)
+		}
+	}
+}
+
+// TestParseBounds checks each numeric directive at both ends of its range
+// and just past them. The error must carry the file:line position and the
+// directive's name, so that an operator can find the bad line.
+func TestParseBounds(t *testing.T) {
+	tests := []struct {
+		keyword           string
+		low, high         string
+		belowLow, overTop string
+	}{
+		{"window", "1", "3600", "0", "3601"},
+		{"ipv4-prefix-length", "1", "32", "0", "33"},
+		{"ipv6-prefix-length", "1", "128", "0", "129"},
+		{"responses-per-second", "0", "1000000", "-1", "1000001"},
+		{"nodata-per-second", "0", "1000000", "-1", "1000001"},
+		{"nxdomains-per-second", "0", "1000000", "-1", "1000001"},
+		{"referrals-per-second", "0", "1000000", "-1", "1000001"},
+		{"errors-per-second", "0", "1000000", "-1", "1000001"},
+		{"requests-per-second", "0", "1000000", "-1", "1000001"},
+		{"all-per-second", "0", "1000000", "-1", "1000001"},
+		{"qps-scale", "0", "1000000", "-1", "1000001"},
+		{"slip-ratio", "0", "10", "-1", "11"},
+		{"max-table-size", "1", "268435456", "0", "268435457"},
+	}
+	for _, tc := range tests {
+		for _, v := range []string{tc.low, tc.high} {
+			if _, err := parseString("rrl {\n" + tc.keyword + " " + v + "\n}"); err != nil {
+				t.Errorf("%s %s: unexpected error %v", tc.keyword, v, err)
+			}
+		}
+		for _, v := range []string{tc.belowLow, tc.overTop, "abc", "NaN", "1e400"} {
+			_, err := parseString("rrl {\n" + tc.keyword + " " + v + "\n}")
+			if err == nil {
+				t.Errorf("%s %s: expected an error", tc.keyword, v)
+				continue
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.keyword) || !strings.Contains(msg, "Testfile:2") {
+				t.Errorf("%s %s: error %q should name the directive and the line", tc.keyword, v, msg)
+			}
+			if !strings.Contains(msg, tc.high) {
+				t.Errorf("%s %s: error %q should give the allowed range", tc.keyword, v, msg)
+			}
+		}
+	}
+}
+
+func TestParseArgumentCount(t *testing.T) {
+	for kw := range keywordsWithOneValue {
+		for _, args := range []string{"", " 1 2"} {
+			_, err := parseString("rrl {\n" + kw + args + "\n}")
+			if err == nil {
+				t.Errorf("%q: expected an error", kw+args)
+				continue
+			}
+			if !strings.Contains(err.Error(), kw) || !strings.Contains(err.Error(), "Testfile:2") {
+				t.Errorf("%q: error %q should name the directive and the line", kw+args, err)
+			}
+		}
+	}
+}
+
+func TestParseInvalid(t *testing.T) {
+	tests := []struct {
+		input, want string
+	}{
+		{"rrl {\n no-such-thing 1\n}", "unknown property"},
+		{"rrl {\n report-only yes\n}", "report-only takes no value"},
+		{"rrl {\n log-only 1\n}", "log-only takes no value"},
+		{"rrl {\n exempt-clients\n}", "exempt-clients needs at least one"},
+		{"rrl {\n exempt-clients 10.0.0.0/33\n}", "exempt-clients"},
+		{"rrl {\n exempt-clients not-an-address\n}", "exempt-clients"},
+		{"rrl {\n cookie-secret\n}", "cookie-secret takes one secret"},
+		{"rrl {\n cookie-secret 00 11 22\n}", "cookie-secret takes one secret"},
+		{"rrl {\n cookie-secret 0011\n}", "32 hex digits"},
+		{"rrl {\n cookie-secret 000102030405060708090a0b0c0d0e0g\n}", "32 hex digits"},
+		{"rrl {\n cookie-secret 000102030405060708090a0b0c0d0e0f 12\n}", "previous"},
+		{"rrl {\n window 5\n window 6\n}", "window given more than once"},
+		{"rrl {\n report-only\n log-only\n}", "log-only given more than once"},
+		{"rrl {\n responses-per-second 1\n}\nrrl {\n responses-per-second 1\n}", "only be used once"},
+		{"rrl example..org {\n}", "invalid zone"},
+	}
+	for _, tc := range tests {
+		_, err := parseString(tc.input)
+		if err == nil {
+			t.Errorf("%q: expected an error", tc.input)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %q, want it to contain %q", tc.input, err, tc.want)
+		}
+	}
+}
+
+// TestSetupRegisters runs the whole setup, as CoreDNS does at start.
+func TestSetupRegisters(t *testing.T) {
+	c := caddy.NewTestController("dns", "rrl {\n responses-per-second 10\n}")
+	c.ServerBlockKeys = []string{"example.org.:53"}
+	if err := setup(c); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	c = caddy.NewTestController("dns", "rrl {\n window 0\n}")
+	err := setup(c)
+	if err == nil || !strings.Contains(err.Error(), "plugin/rrl") {
+		t.Fatalf("setup of a bad block: error %v, want one from plugin/rrl", err)
+	}
+}
+
+func TestSecretIsStable(t *testing.T) {
+	if processSecret() != processSecret() {
+		t.Fatal("the generated cookie secret changed within one process")
+	}
+	if processSecret() == ([16]byte{}) {
+		t.Fatal("the generated cookie secret is all zeros")
+	}
+}
+
+func TestInsertDirective(t *testing.T) {
+	in := []string{"root", "metadata", "prometheus", "errors", "log", "dnstap", "acl", "cache", "file", "forward"}
+	got := strings.Join(InsertDirective(in), " ")
+	want := "root metadata prometheus errors log dnstap rrl acl cache file forward"
+	if got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+	in = []string{"log", "rrl", "file"}
+	if got := strings.Join(InsertDirective(in), " "); got != "log rrl file" {
+		t.Errorf("rrl already present: got %s", got)
+	}
+	in = []string{"errors", "file"}
+	if got := strings.Join(InsertDirective(in), " "); got != "errors rrl file" {
+		t.Errorf("got %s", got)
+	}
+}
