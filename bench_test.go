@@ -1,0 +1,112 @@
+package rrl
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+)
+
+// Benchmarks use the built-in clock and the defaults but for
+// responses-per-second 5: the configuration of a typical deployment.
+
+func benchRRL(b *testing.B, kv ...string) *RRL {
+	b.Helper()
+	b.ReportAllocs()
+	return newTestRRLReal(b, append([]string{"responses-per-second", "5"}, kv...)...)
+}
+
+func newTestRRLReal(b *testing.B, kv ...string) *RRL { return newTestRRL(b, nil, kv...) }
+
+// BenchmarkDebitHot is one account hit again and again, through net.Addr.
+func BenchmarkDebitHot(b *testing.B) {
+	r := benchRRL(b)
+	src := udp("192.0.2.1")
+	tuple := answer("www.example.com.")
+	for b.Loop() {
+		r.Debit(src, tuple)
+	}
+}
+
+// BenchmarkDebitAddrHot is one account through the netip entry point.
+func BenchmarkDebitAddrHot(b *testing.B) {
+	r := benchRRL(b)
+	src := netip.MustParseAddr("192.0.2.1")
+	tuple := answer("www.example.com.")
+	for b.Loop() {
+		r.DebitAddr(src, true, tuple)
+	}
+}
+
+// BenchmarkDebit10kAccounts cycles through 10,000 accounts: 100 client
+// networks times 100 names.
+func BenchmarkDebit10kAccounts(b *testing.B) {
+	r := benchRRL(b)
+	var srcs []net.Addr
+	var tuples []*ResponseTuple
+	for i := range 100 {
+		srcs = append(srcs, udp(fmt.Sprintf("10.0.%d.1", i)))
+		tuples = append(tuples, answer(fmt.Sprintf("host%d.example.com.", i)))
+	}
+	i := 0
+	for b.Loop() {
+		r.Debit(srcs[i%100], tuples[(i/100)%100])
+		i++
+	}
+}
+
+// BenchmarkDebitSpray is a random-source flood: 1,000,000 distinct client
+// networks through a table of 100,000 accounts, so that nearly every Debit
+// recycles an account.
+func BenchmarkDebitSpray(b *testing.B) {
+	const networks = 1_000_000
+	srcs := make([]*net.UDPAddr, networks)
+	for i := range srcs {
+		srcs[i] = net.UDPAddrFromAddrPort(netip.AddrPortFrom(spraySource(i), 53))
+	}
+	r := benchRRL(b)
+	tuple := answer("www.example.com.")
+	i := 0
+	for b.Loop() {
+		r.Debit(srcs[i%networks], tuple)
+		i++
+	}
+}
+
+// BenchmarkDebitAddrSpray is BenchmarkDebitSpray through DebitAddr.
+func BenchmarkDebitAddrSpray(b *testing.B) {
+	const networks = 1_000_000
+	r := benchRRL(b)
+	tuple := answer("www.example.com.")
+	i := 0
+	for b.Loop() {
+		r.DebitAddr(spraySource(i%networks), true, tuple)
+		i++
+	}
+}
+
+// BenchmarkDebitParallel has each goroutine debit its own client network's
+// accounts; compare -cpu 1 with -cpu 2 for scaling.
+func BenchmarkDebitParallel(b *testing.B) {
+	r := benchRRL(b)
+	tuple := answer("www.example.com.")
+	var next atomicInt64
+	b.RunParallel(func(pb *testing.PB) {
+		g := next.Add(1)
+		src := netip.AddrFrom4([4]byte{10, byte(g >> 8), byte(g), 1})
+		for pb.Next() {
+			r.DebitAddr(src, true, tuple)
+		}
+	})
+}
+
+// BenchmarkDebitAllFeatures has the request limit, all-per-second, qps-scale
+// and an exempt list on.
+func BenchmarkDebitAllFeatures(b *testing.B) {
+	r := benchRRL(b, "requests-per-second", "100", "all-per-second", "50", "qps-scale", "1000", "exempt-clients", "198.51.100.0/24")
+	src := udp("192.0.2.1")
+	tuple := answer("www.example.com.")
+	for b.Loop() {
+		r.Debit(src, tuple)
+	}
+}

@@ -1,0 +1,86 @@
+package rrl_test
+
+import (
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+
+	"github.com/dnsrrl/rrl"
+)
+
+// A server builds one RRL from its configuration, then asks Debit about
+// every response before sending it.
+func Example() {
+	cfg := rrl.NewConfig()
+	for kw, v := range map[string]string{"responses-per-second": "2", "slip-ratio": "2"} {
+		if err := cfg.SetValue(kw, v); err != nil {
+			log.Fatal(err)
+		}
+	}
+	limiter := rrl.NewRRL(cfg)
+
+	client := &net.UDPAddr{IP: net.ParseIP("192.0.2.1"), Port: 33333}
+	clientSentCookie := false
+	response := &rrl.ResponseTuple{
+		Class:             1, // IN
+		Type:              1, // A
+		AllowanceCategory: rrl.NewAllowanceCategory(0, 1, 0),
+		SalientName:       "www.example.com.",
+	}
+	for range 5 {
+		switch action, _, _ := limiter.Debit(client, response); action {
+		case rrl.Send:
+			fmt.Println("send the response")
+		case rrl.Slip:
+			if clientSentCookie {
+				fmt.Println("send BADCOOKIE with a fresh server cookie")
+			} else {
+				fmt.Println("send a truncated reply: TC=1, the question only")
+			}
+		case rrl.Drop:
+			fmt.Println("send nothing")
+		}
+	}
+	// Output:
+	// send the response
+	// send the response
+	// send a truncated reply: TC=1, the question only
+	// send nothing
+	// send a truncated reply: TC=1, the question only
+}
+
+// SetValue refuses bad values with an error that names the keyword, the
+// value and what is allowed.
+func ExampleConfig_SetValue() {
+	cfg := rrl.NewConfig()
+	fmt.Println(cfg.SetValue("window", "0"))
+	fmt.Println(cfg.SetValue("nxdomains-per-second", "-3"))
+	fmt.Println(cfg.SetValue("exempt-clients", "192.0.2.0/24, 2001:db8::/32"))
+	// Output:
+	// rrl: window "0": want a whole number from 1 to 3600
+	// rrl: nxdomains-per-second "-3": want a decimal number from 0 (off) to 1000000
+	// <nil>
+}
+
+// An observer hears once when an account starts being limited and once
+// when it stops, so a server can log episodes rather than packets.
+func ExampleConfig_SetObserver() {
+	cfg := rrl.NewConfig()
+	cfg.SetValue("responses-per-second", "1")
+	cfg.SetObserver(func(e rrl.Event) {
+		verb := "stop limiting"
+		if e.Started {
+			verb = "limit"
+		}
+		fmt.Printf("%s responses to %s for %s\n", verb, e.Network, e.Tuple.SalientName)
+	})
+	limiter := rrl.NewRRL(cfg)
+	src := netip.MustParseAddr("2001:db8:1:2::53")
+	nx := &rrl.ResponseTuple{AllowanceCategory: rrl.AllowanceNXDomain, SalientName: "example.org."}
+	for range 100 {
+		limiter.DebitAddr(src, true, nx)
+	}
+	// Output:
+	// limit responses to 2001:db8:1::/56 for example.org.
+}

@@ -1,0 +1,87 @@
+package rrl
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// FuzzSetValue checks that SetValue never panics, that a refusal names the
+// keyword and leaves the Config as it was, and that an accepted value gives
+// a Config that an RRL can be made from and debited through.
+func FuzzSetValue(f *testing.F) {
+	for _, k := range Keywords() {
+		f.Add(k, "1")
+		f.Add(k, "0")
+		f.Add(k, "-1")
+	}
+	f.Add("responses-per-second", "NaN")
+	f.Add("exempt-clients", "192.0.2.0/24, 2001:db8::/33")
+	f.Add("window", "3600")
+	f.Fuzz(func(t *testing.T, keyword, value string) {
+		c := NewConfig()
+		before := c.String()
+		if err := c.SetValue(keyword, value); err != nil {
+			if !strings.Contains(err.Error(), keyword) && !strings.Contains(err.Error(), strconv.Quote(keyword)) {
+				t.Errorf("error %q does not name the keyword %q", err, keyword)
+			}
+			if c.String() != before {
+				t.Errorf("a refused SetValue(%q, %q) changed the Config", keyword, value)
+			}
+			return
+		}
+		r := NewRRL(c)
+		for range 3 {
+			if act, _, _ := r.Debit(udp("192.0.2.1"), answer("example.")); act >= ActionLast {
+				t.Fatalf("action %v", act)
+			}
+		}
+	})
+}
+
+// FuzzDebit drives Debit with arbitrary sources, transports and tuples on a
+// small table with every limit on; it must never panic, must return a valid
+// verdict, and must never slip an error.
+func FuzzDebit(f *testing.F) {
+	f.Add([]byte{192, 0, 2, 1}, true, uint16(1), uint16(1), uint8(0), "www.example.")
+	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, false, uint16(3), uint16(28), uint8(3), "EXAMPLE")
+	f.Add([]byte{}, true, uint16(0), uint16(0), uint8(200), "")
+	f.Add([]byte{1, 2, 3}, true, uint16(1), uint16(255), uint8(4), strings.Repeat("a.", 600))
+	c := NewConfig()
+	for k, v := range map[string]string{
+		"responses-per-second": "3", "errors-per-second": "1", "all-per-second": "20", "requests-per-second": "30",
+		"qps-scale": "50", "max-table-size": "64", "slip-ratio": "1", "exempt-clients": "198.51.100.0/24",
+	} {
+		if err := c.SetValue(k, v); err != nil {
+			f.Fatal(err)
+		}
+	}
+	c.SetNowFunc(newTestClock().Now)
+	r := NewRRL(c)
+	f.Fuzz(func(t *testing.T, ip []byte, isUDP bool, class, qtype uint16, cat uint8, name string) {
+		tuple := &ResponseTuple{Class: class, Type: qtype, AllowanceCategory: AllowanceCategory(cat), SalientName: name}
+		var src net.Addr = &net.TCPAddr{IP: ip}
+		if isUDP {
+			src = &net.UDPAddr{IP: ip}
+		}
+		for range 4 {
+			act, ipr, rtr := r.Debit(src, tuple)
+			if act < 0 || act >= ActionLast || ipr < 0 || ipr >= IPLast || rtr < 0 || rtr >= RTLast {
+				t.Fatalf("verdict out of range: %d %d %d", act, ipr, rtr)
+			}
+			if act == Slip && (cat >= uint8(AllowanceError)) {
+				t.Fatalf("an error response slipped")
+			}
+			if act != Send && !isUDP && ipr != IPRateLimit {
+				t.Fatalf("a TCP response was limited by %v %v", ipr, rtr)
+			}
+		}
+		a, _ := netip.AddrFromSlice(ip)
+		r.DebitAddr(a, isUDP, tuple)
+		if n := r.GetStats(false).CacheLength; n > 64 {
+			t.Fatalf("table holds %d accounts", n)
+		}
+	})
+}
