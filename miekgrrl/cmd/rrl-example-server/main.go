@@ -1,0 +1,218 @@
+// Command rrl-example-server is a small authoritative DNS server for the
+// zone example.org., built on github.com/miekg/dns, that answers from behind
+// the miekgrrl middleware: Response Rate Limiting with DNS COOKIE support.
+// It is a demonstration; see ../../README.md for dig commands to try.
+//
+// Usage:
+//
+//	rrl-example-server [-port 5300] [-rate 5] [-slip 2] [-window 15] [-secret hex] [-report-only] [-v]
+package main
+
+import (
+	"crypto"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/miekgrrl"
+	"github.com/miekg/dns"
+)
+
+// options are the settings of one server.
+type options struct {
+	addr       string // host:port, UDP and TCP
+	rate       string // responses-per-second
+	slip       string // slip-ratio
+	window     string
+	secret     [16]byte
+	reportOnly bool
+	verbose    bool
+	now        func() time.Time // the limiter's clock; nil for the real one
+	onDecision func(miekgrrl.Decision)
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	s, err := start(o)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("serving example.org. on %s (udp, tcp), responses-per-second %s, slip-ratio %s", s.udp.PacketConn.LocalAddr(), o.rate, o.slip)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	s.shutdown()
+}
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("rrl-example-server", flag.ContinueOnError)
+	port := fs.Int("port", 5300, "port to listen on, UDP and TCP, at 127.0.0.1")
+	rate := fs.Float64("rate", 5, "responses-per-second allowed to each client network")
+	slip := fs.Int("slip", 2, "slip-ratio: 1 in this many limited responses is slipped (0: none)")
+	window := fs.Int("window", 15, "window in seconds")
+	secret := fs.String("secret", "", "cookie secret, 32 hex digits (default: random)")
+	reportOnly := fs.Bool("report-only", false, "send every response; only log what would be limited")
+	verbose := fs.Bool("v", false, "log every decision")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	o := options{
+		addr:       net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)),
+		rate:       strconv.FormatFloat(*rate, 'g', -1, 64),
+		slip:       strconv.Itoa(*slip),
+		window:     strconv.Itoa(*window),
+		reportOnly: *reportOnly,
+		verbose:    *verbose,
+	}
+	if *secret == "" {
+		rand.Read(o.secret[:])
+		return o, nil
+	}
+	b, err := hex.DecodeString(*secret)
+	if err != nil || len(b) != 16 {
+		return o, errors.New("-secret wants 32 hex digits")
+	}
+	copy(o.secret[:], b)
+	return o, nil
+}
+
+// server is a running example server.
+type server struct {
+	udp, tcp *dns.Server
+	limiter  *rrl.RRL
+	cookies  *miekgrrl.Cookies
+}
+
+// start loads and signs the zone and serves it on o.addr until shutdown.
+// With port 0 the kernel picks the UDP port and TCP uses the same one.
+func start(o options) (*server, error) {
+	z, err := loadZone(zoneText, "example.org.")
+	if err != nil {
+		return nil, err
+	}
+	key := &dns.DNSKEY{Hdr: dns.RR_Header{Name: "example.org.", Rrtype: dns.TypeDNSKEY, Class: dns.ClassINET, Ttl: 300},
+		Flags: 257, Protocol: 3, Algorithm: dns.ECDSAP256SHA256}
+	priv, err := key.Generate(256)
+	if err != nil {
+		return nil, err
+	}
+	if err := z.sign(key, priv.(crypto.Signer)); err != nil {
+		return nil, err
+	}
+
+	cfg := rrl.NewConfig()
+	for _, kv := range [][2]string{{"responses-per-second", o.rate}, {"slip-ratio", o.slip}, {"window", o.window}} {
+		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	if o.now != nil {
+		cfg.SetNowFunc(o.now)
+	}
+	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret)}
+	opts := miekgrrl.Options{ReportOnly: o.reportOnly, Cookies: s.cookies, OnDecision: o.onDecision}
+	if o.verbose {
+		opts.OnDecision = logDecision(o.onDecision)
+	}
+	h := miekgrrl.Middleware(s.limiter, zoneHandler(z), opts)
+
+	pc, err := net.ListenPacket("udp", o.addr)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		pc.Close()
+		return nil, err
+	}
+	s.udp = &dns.Server{PacketConn: pc, Handler: h, MsgAcceptFunc: miekgrrl.AcceptCookieOnly}
+	s.tcp = &dns.Server{Listener: ln, Handler: h, MsgAcceptFunc: miekgrrl.AcceptCookieOnly}
+	for _, srv := range []*dns.Server{s.udp, s.tcp} {
+		started := make(chan struct{})
+		srv.NotifyStartedFunc = func() { close(started) }
+		go func() {
+			if err := srv.ActivateAndServe(); err != nil {
+				log.Print(err)
+			}
+		}()
+		<-started
+	}
+	return s, nil
+}
+
+func (s *server) shutdown() {
+	s.udp.Shutdown()
+	s.tcp.Shutdown()
+}
+
+// logDecision logs each decision, then passes it on to next if set.
+func logDecision(next func(miekgrrl.Decision)) func(miekgrrl.Decision) {
+	return func(d miekgrrl.Decision) {
+		transport := "tcp"
+		if d.UDP {
+			transport = "udp"
+		}
+		report := ""
+		if d.ReportOnly && d.Action != rrl.Send {
+			report = " (report only: sent)"
+		}
+		if !d.Limited {
+			log.Printf("%s %s: valid server cookie, not limited", d.Client, transport)
+		} else {
+			log.Printf("%s %s %v %s %q: %v%s [%v %v %v]", d.Client, transport, d.Tuple.AllowanceCategory,
+				dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName, d.Action, report, d.IPReason, d.RTReason, d.Cookie)
+		}
+		if next != nil {
+			next(d)
+		}
+	}
+}
+
+// zoneHandler answers from z, telling the middleware when an answer came
+// from a wildcard.
+func zoneHandler(z *zone) dns.Handler {
+	return dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg).SetReply(r)
+		if opt := r.IsEdns0(); opt != nil {
+			m.SetEdns0(1232, opt.Do())
+		}
+		if len(r.Question) == 0 {
+			// A cookie-only query (RFC 7873 section 5.4): an empty NOERROR,
+			// to which the middleware adds the server cookie.
+			if r.IsEdns0() == nil {
+				m.Rcode = dns.RcodeFormatError
+			}
+			w.WriteMsg(m)
+			return
+		}
+		q := r.Question[0]
+		if q.Qclass != dns.ClassINET {
+			m.Rcode = dns.RcodeRefused
+			w.WriteMsg(m)
+			return
+		}
+		dnssec := r.IsEdns0() != nil && r.IsEdns0().Do()
+		a := z.lookup(q.Name, q.Qtype, dnssec)
+		m.Rcode, m.Authoritative = a.rcode, a.aa
+		m.Answer, m.Ns = a.answer, a.ns
+		m.Extra = append(a.extra, m.Extra...)
+		if a.wildcardOrigin != "" {
+			miekgrrl.SetWildcardOrigin(w, a.wildcardOrigin)
+		}
+		w.WriteMsg(m)
+	})
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/miekgrrl"
+	"github.com/miekg/dns"
+)
+
+// Each kind of response of the example zone is classified as the README
+// says, over the wire.
+func TestZoneResponses(t *testing.T) {
+	_, port, rec := startTestServer(t)
+	c := &dns.Client{Net: "tcp"} // TCP: never limited, so every query is answered
+	for _, tc := range []struct {
+		qname    string
+		qtype    uint16
+		dnssec   bool
+		cat      rrl.AllowanceCategory
+		name     string
+		rcode    int
+		hasRRSIG bool
+	}{
+		{"www.example.org.", dns.TypeA, false, rrl.AllowanceAnswer, "www.example.org.", dns.RcodeSuccess, false},
+		{"www.example.org.", dns.TypeMX, false, rrl.AllowanceNoData, "www.example.org.", dns.RcodeSuccess, false},
+		{"nope.example.org.", dns.TypeA, false, rrl.AllowanceNXDomain, "example.org.", dns.RcodeNameError, false},
+		{"host.sub.example.org.", dns.TypeA, false, rrl.AllowanceReferral, "sub.example.org.", dns.RcodeSuccess, false},
+		{"a.wild.example.org.", dns.TypeTXT, false, rrl.AllowanceAnswer, "*.wild.example.org.", dns.RcodeSuccess, false},
+		{"b.c.wild.example.org.", dns.TypeTXT, true, rrl.AllowanceAnswer, "*.wild.example.org.", dns.RcodeSuccess, true},
+		{"a.wild.example.org.", dns.TypeA, false, rrl.AllowanceNoData, "*.wild.example.org.", dns.RcodeSuccess, false},
+		{"wild.example.org.", dns.TypeTXT, false, rrl.AllowanceNoData, "wild.example.org.", dns.RcodeSuccess, false},
+		{"signed.example.org.", dns.TypeA, true, rrl.AllowanceAnswer, "signed.example.org.", dns.RcodeSuccess, true},
+		{"www.example.com.", dns.TypeA, false, rrl.AllowanceError, "", dns.RcodeRefused, false},
+	} {
+		q := new(dns.Msg).SetQuestion(tc.qname, tc.qtype)
+		q.SetEdns0(1232, tc.dnssec)
+		n := rec.len()
+		r, _, err := c.Exchange(q, "127.0.0.1:"+port)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.qname, err)
+		}
+		d := rec.since(n)
+		if len(d) != 1 || d[0].Tuple.AllowanceCategory != tc.cat || d[0].Tuple.SalientName != tc.name {
+			t.Errorf("%s %s: decisions %+v, want %v %q", tc.qname, dns.TypeToString[tc.qtype], d, tc.cat, tc.name)
+		}
+		if r.Rcode != tc.rcode {
+			t.Errorf("%s: rcode %d", tc.qname, r.Rcode)
+		}
+		hasSig := false
+		for _, rr := range r.Answer {
+			if sig, ok := rr.(*dns.RRSIG); ok {
+				hasSig = true
+				// The RRSIG alone tells the wildcard: check it does.
+				if got := miekgrrl.Tuple(q, r, ""); got.SalientName != tc.name {
+					t.Errorf("%s: from the RRSIG (labels %d) alone: %q", tc.qname, sig.Labels, got.SalientName)
+				}
+			}
+		}
+		if hasSig != tc.hasRRSIG {
+			t.Errorf("%s: RRSIG %v, want %v", tc.qname, hasSig, tc.hasRRSIG)
+		}
+	}
+}
+
+// A cookie-only query (no question) gets a server cookie.
+func TestCookieOnlyQuery(t *testing.T) {
+	_, port, _ := startTestServer(t)
+	q := new(dns.Msg)
+	q.Id = dns.Id()
+	q.SetEdns0(1232, false)
+	q.IsEdns0().Option = append(q.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"})
+	r, _, err := (&dns.Client{}).Exchange(q, "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cookie string
+	if opt := r.IsEdns0(); opt != nil {
+		for _, o := range opt.Option {
+			if c, ok := o.(*dns.EDNS0_COOKIE); ok {
+				cookie = c.Cookie
+			}
+		}
+	}
+	if r.Rcode != dns.RcodeSuccess || len(cookie) != 48 || cookie[:16] != "0102030405060708" {
+		t.Errorf("rcode %d, cookie %q", r.Rcode, cookie)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-port", "5301", "-secret", "e5e973e5a6b2a43f48e7dc849e37bfcf", "-rate", "2.5"})
+	if err != nil || o.addr != "127.0.0.1:5301" || o.secret[0] != 0xe5 || o.rate != "2.5" {
+		t.Errorf("%+v %v", o, err)
+	}
+	if _, err := parseFlags([]string{"-secret", "abc"}); err == nil {
+		t.Error("short secret accepted")
+	}
+	if o, _ := parseFlags(nil); o.addr != "127.0.0.1:5300" || o.secret == [16]byte{} {
+		t.Errorf("defaults %+v", o)
+	}
+}
