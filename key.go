@@ -21,9 +21,14 @@ const (
 	kindAll
 )
 
-// keyLen is the hashed form of a key: the network (16 bytes), kind, family,
-// class, type, and the hash of the name (8 bytes).
-const keyLen = 16 + 1 + 1 + 2 + 2 + 8
+// keyLen is the fixed part of a key: the network (16 bytes), kind, family,
+// class and type, then room for either the name (if it is short) or the
+// hash of the name.
+const (
+	keyHeaderLen = 16 + 1 + 1 + 2 + 2
+	keyLen       = keyHeaderLen + 8
+	shortName    = 64
+)
 
 // network is a client network: the source address masked to the prefix
 // length, held as the two halves of its 16-byte (IPv4-mapped for IPv4) form.
@@ -81,44 +86,35 @@ func (n network) header(b *[keyLen]byte, kind byte, class, qtype uint16) {
 	binary.BigEndian.PutUint16(b[20:], qtype)
 }
 
-// key hashes a header and a name into an account key: the name is hashed
-// first, folded to lower case (ASCII) and without its trailing dot, so that
-// "Example.COM." and "example.com" match.
+// key hashes a header and a name into an account key, the name folded to
+// lower case (ASCII) and without its trailing dot, so that "Example.COM."
+// and "example.com" match. A short name is folded into a buffer after the
+// header and hashed with it in one call; a longer one is hashed apart, and
+// its hash takes its place after the header.
 func (r *RRL) key(hdr *[keyLen]byte, name string) uint64 {
-	binary.BigEndian.PutUint64(hdr[keyLen-8:], r.nameHash(name))
+	name = strings.TrimSuffix(name, ".")
+	if len(name) <= shortName {
+		var buf [keyHeaderLen + shortName]byte
+		copy(buf[:], hdr[:keyHeaderLen])
+		foldLower(buf[keyHeaderLen:], name)
+		return maphash.Bytes(r.seed, buf[:keyHeaderLen+len(name)])
+	}
+	binary.BigEndian.PutUint64(hdr[keyHeaderLen:], r.nameHash(name))
 	return maphash.Bytes(r.seed, hdr[:])
 }
 
+// nameHash hashes a long name in pieces, which gives the same value as
+// hashing it whole.
 func (r *RRL) nameHash(name string) uint64 {
-	name = strings.TrimSuffix(name, ".")
-	if !hasUpper(name) {
-		return maphash.String(r.seed, name)
-	}
-	// Hashing in pieces gives the same value as hashing the whole.
 	var h maphash.Hash
 	h.SetSeed(r.seed)
-	var buf [64]byte
+	var buf [shortName]byte
 	for len(name) > 0 {
 		n := foldLower(buf[:], name)
 		h.Write(buf[:n])
 		name = name[n:]
 	}
 	return h.Sum64()
-}
-
-// hasUpper reports whether s has an ASCII capital, eight bytes at a time.
-func hasUpper(s string) bool {
-	for ; len(s) >= 8; s = s[8:] {
-		if upperBytes(binary.LittleEndian.Uint64([]byte(s[:8]))) != 0 {
-			return true
-		}
-	}
-	for i := 0; i < len(s); i++ {
-		if 'A' <= s[i] && s[i] <= 'Z' {
-			return true
-		}
-	}
-	return false
 }
 
 // upperBytes returns 0x80 in each byte of w that is an ASCII capital and 0
@@ -133,12 +129,17 @@ func upperBytes(w uint64) uint64 {
 }
 
 // foldLower copies as much of s into dst as fits, lower-casing ASCII
-// letters, and returns the number of bytes copied.
+// letters eight bytes at a time, and returns the number of bytes copied.
 func foldLower(dst []byte, s string) int {
 	n := copy(dst, s)
-	for i, c := range dst[:n] {
+	b := dst[:n]
+	for ; len(b) >= 8; b = b[8:] {
+		w := binary.LittleEndian.Uint64(b)
+		binary.LittleEndian.PutUint64(b, w|upperBytes(w)>>2) // 0x80>>2 is the case bit
+	}
+	for i, c := range b {
 		if 'A' <= c && c <= 'Z' {
-			dst[i] = c + ('a' - 'A')
+			b[i] = c + ('a' - 'A')
 		}
 	}
 	return n

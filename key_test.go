@@ -1,0 +1,30 @@
+package rrl
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestFoldLower checks the eight-bytes-at-a-time folding against
+// strings.ToLower's ASCII rule for every byte value at every position.
+func TestFoldLower(t *testing.T) {
+	for c := range 256 {
+		for pos := range 9 {
+			for _, fill := range []byte{'a', 'Z', '@', '[', 0x80, 0xC1, 0xFF} {
+				in := []byte(strings.Repeat(string(fill), 9))
+				in[pos] = byte(c)
+				want := make([]byte, len(in))
+				for i, b := range in {
+					if 'A' <= b && b <= 'Z' {
+						b += 'a' - 'A'
+					}
+					want[i] = b
+				}
+				got := make([]byte, len(in))
+				if n := foldLower(got, string(in)); n != len(in) || string(got) != string(want) {
+					t.Fatalf("foldLower(%q) = %q, want %q", in, got[:n], want)
+				}
+			}
+		}
+	}
+}
