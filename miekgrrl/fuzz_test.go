@@ -1,0 +1,119 @@
+package miekgrrl
+
+import (
+	"encoding/hex"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/dnsrrl/rrl"
+	"github.com/miekg/dns"
+)
+
+// fuzzSeeds are packed responses of every kind, for the fuzzers to start
+// from.
+func fuzzSeeds(f *testing.F) [][]byte {
+	var out [][]byte
+	add := func(req, resp *dns.Msg) {
+		resp.SetEdns0(1232, true)
+		if b, err := resp.Pack(); err == nil {
+			out = append(out, b)
+		}
+	}
+	add(response("www.example.org.", dns.TypeA, 0, rrs(f, "www.example.org. 300 IN A 192.0.2.1", sigA), nil, nil))
+	add(response("foo.bar.example.org.", dns.TypeA, 0, rrs(f, "foo.bar.example.org. 300 IN A 192.0.2.1", sigWild), nil, nil))
+	add(response("x.example.org.", dns.TypeMX, 0, nil, rrs(f, soaLine, "*.example.org. 3600 IN NSEC www.example.org. A RRSIG NSEC"), nil))
+	add(response("www.child.example.org.", dns.TypeA, 0, nil, rrs(f, "child.example.org. 3600 IN NS ns1.child.example.org."), rrs(f, "ns1.child.example.org. 3600 IN A 192.0.2.53")))
+	add(response("x.example.org.", dns.TypeA, dns.RcodeNameError, nil, rrs(f, soaLine), nil))
+	add(response("x.example.org.", dns.TypeA, dns.RcodeServerFailure, nil, nil, nil))
+	q := cookieQuery("x.", "0102030405060708")
+	q.Question = nil
+	if b, err := q.Pack(); err == nil {
+		out = append(out, b)
+	}
+	return out
+}
+
+// FuzzTuple feeds arbitrary messages to Tuple and SlipReply: they must not
+// panic, must classify by the rcode as documented, and the slip reply must
+// pack.
+func FuzzTuple(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s, "")
+		f.Add(s, "example.org.")
+	}
+	cookies := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	f.Fuzz(func(t *testing.T, data []byte, origin string) {
+		m := new(dns.Msg)
+		if m.Unpack(data) != nil {
+			return
+		}
+		for _, req := range []*dns.Msg{nil, m} {
+			tu := Tuple(req, m, origin)
+			switch {
+			case m.Rcode == dns.RcodeNameError && tu.AllowanceCategory != rrl.AllowanceNXDomain,
+				m.Rcode != dns.RcodeSuccess && m.Rcode != dns.RcodeNameError && tu.AllowanceCategory != rrl.AllowanceError,
+				m.Rcode == dns.RcodeSuccess && tu.AllowanceCategory >= rrl.AllowanceNXDomain:
+				t.Fatalf("rcode %d classified %v", m.Rcode, tu.AllowanceCategory)
+			case tu.AllowanceCategory != rrl.AllowanceError && tu.SalientName == "":
+				t.Fatalf("%v without a name", tu.AllowanceCategory)
+			}
+			for _, c := range []*Cookies{nil, cookies} {
+				r := SlipReply(req, m, c, client, time.Unix(1700000000, 0))
+				if r == nil {
+					t.Fatal("no slip reply")
+				}
+				if _, err := r.Pack(); err != nil {
+					t.Fatalf("slip reply does not pack: %v\n%v", err, r)
+				}
+			}
+		}
+	})
+}
+
+// FuzzCookie feeds arbitrary COOKIE options, and arbitrary messages, to the
+// cookie code: no panics, lengths classified as RFC 7873 says, and a cookie
+// made for any client cookie validates.
+func FuzzCookie(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte(nil))
+	f.Add(make([]byte, 24), []byte(nil))
+	f.Add(make([]byte, 41), []byte(nil))
+	for _, s := range fuzzSeeds(f) {
+		f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8}, s)
+	}
+	c := NewCookies([16]byte{5})
+	c.SetPrevious([16]byte{6})
+	client := netip.MustParseAddr("2001:db8::5")
+	now := time.Unix(1700000000, 0)
+	f.Fuzz(func(t *testing.T, cookie []byte, data []byte) {
+		req := cookieQuery("x.", hex.EncodeToString(cookie))
+		st := c.Check(req, client, now)
+		n := len(cookie)
+		switch {
+		case n == 8 && st != CookieClientOnly,
+			n != 8 && st == CookieClientOnly,
+			n != 24 && st == CookieValid,
+			(n < 8 || (n > 8 && n < 16) || n > 40) && st != CookieBad:
+			t.Fatalf("%d-byte cookie: %v", n, st)
+		}
+		resp := new(dns.Msg).SetReply(req)
+		c.AddServerCookie(resp, req, client, now)
+		if n == 8 || (n >= 16 && n <= 40) {
+			if got := c.Check(cookieQuery("x.", respCookie(resp)), client, now); got != CookieValid {
+				t.Fatalf("fresh cookie for %x: %v", cookie, got)
+			}
+		}
+
+		m := new(dns.Msg)
+		if m.Unpack(data) != nil {
+			return
+		}
+		c.Check(m, client, now)
+		r := new(dns.Msg)
+		c.AddServerCookie(r, m, client, now)
+		if _, err := r.Pack(); err != nil {
+			t.Fatalf("response with cookie does not pack: %v", err)
+		}
+	})
+}
