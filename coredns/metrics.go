@@ -45,20 +45,27 @@ var (
 		Help:      "Responses sent without limiting because the request carried a valid server cookie.",
 	}, []string{"server", "zone"})
 
+	// The table metrics are per server block: zone is the block's first
+	// rrl zone, which tells apart blocks that share a listener.
 	tableSizeDesc = prometheus.NewDesc(
 		prometheus.BuildFQName(plugin.Namespace, pluginName, "table_size"),
-		"Accounts held in the rrl tables of the server blocks on this server.",
-		[]string{"server"}, nil)
+		"Accounts held in the server block's rrl table.",
+		[]string{"server", "zone"}, nil)
+
+	tableMaxDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(plugin.Namespace, pluginName, "table_max_size"),
+		"The server block's max-table-size.",
+		[]string{"server", "zone"}, nil)
 
 	evictionsDesc = prometheus.NewDesc(
 		prometheus.BuildFQName(plugin.Namespace, pluginName, "table_evictions_total"),
 		"Accounts recycled because the table was at max-table-size.",
-		[]string{"server"}, nil)
+		[]string{"server", "zone"}, nil)
 
 	limitedDesc = prometheus.NewDesc(
 		prometheus.BuildFQName(plugin.Namespace, pluginName, "limited_accounts"),
 		"Accounts being limited now: started minus stopped limiting episodes.",
-		[]string{"server"}, nil)
+		[]string{"server", "zone"}, nil)
 )
 
 func init() { prometheus.MustRegister(liveInstances) }
@@ -109,13 +116,14 @@ func newServerCounters(server string, zones []string) *serverCounters {
 
 // instanceStats is the metrics and logging side of one server block.
 type instanceStats struct {
-	zones      []string
-	reportOnly bool
-	limiter    *core.RRL
-	servers    sync.Map // server address -> *serverCounters
-	last       atomic.Pointer[lastServer]
-	limited    limitedCount
-	logs       logLimiter
+	zones        []string
+	reportOnly   bool
+	maxTableSize int
+	limiter      *core.RRL
+	servers      sync.Map // server address -> *serverCounters
+	last         atomic.Pointer[lastServer]
+	limited      limitedCount
+	logs         logLimiter
 }
 
 func newInstanceStats(zones []string, reportOnly bool) *instanceStats {
@@ -191,35 +199,27 @@ func (in *instances) remove(s *instanceStats) {
 // Describe implements prometheus.Collector.
 func (in *instances) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tableSizeDesc
+	ch <- tableMaxDesc
 	ch <- evictionsDesc
 	ch <- limitedDesc
 }
 
-// Collect implements prometheus.Collector. Server blocks that share a
-// listener are summed under that listener's name.
+// Collect implements prometheus.Collector. A block that listens on several
+// addresses reports its one table under each.
 func (in *instances) Collect(ch chan<- prometheus.Metric) {
-	type sums struct{ size, evictions, limited float64 }
-	by := map[string]*sums{}
 	in.mu.Lock()
+	defer in.mu.Unlock()
 	for s := range in.set {
 		st := s.limiter.GetStats(false)
 		limited := float64(s.limited.value())
+		zone := s.zones[0]
 		s.servers.Range(func(k, _ any) bool {
-			t := by[k.(string)]
-			if t == nil {
-				t = &sums{}
-				by[k.(string)] = t
-			}
-			t.size += float64(st.CacheLength)
-			t.evictions += float64(st.Evictions)
-			t.limited += limited
+			server := k.(string)
+			ch <- prometheus.MustNewConstMetric(tableSizeDesc, prometheus.GaugeValue, float64(st.CacheLength), server, zone)
+			ch <- prometheus.MustNewConstMetric(tableMaxDesc, prometheus.GaugeValue, float64(s.maxTableSize), server, zone)
+			ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), server, zone)
+			ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.GaugeValue, limited, server, zone)
 			return true
 		})
-	}
-	in.mu.Unlock()
-	for server, t := range by {
-		ch <- prometheus.MustNewConstMetric(tableSizeDesc, prometheus.GaugeValue, t.size, server)
-		ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, t.evictions, server)
-		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.GaugeValue, t.limited, server)
 	}
 }

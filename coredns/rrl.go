@@ -48,6 +48,7 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 		cookies:    newCookies(opts),
 	}
 	h.stats = newInstanceStats(zones, opts.reportOnly)
+	h.stats.maxTableSize = opts.maxTableSize
 	cfg.SetObserver(h.stats.observe)
 	h.limiter = core.NewRRL(cfg)
 	h.stats.limiter = h.limiter

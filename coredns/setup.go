@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -121,11 +122,15 @@ func parseZones(c *caddy.Controller) ([]string, error) {
 	return zones, nil
 }
 
+// defaultMaxTableSize is the core's default max-table-size (BIND's too).
+const defaultMaxTableSize = 100000
+
 // options are the settings of the plugin itself, beside the core's Config.
 type options struct {
-	reportOnly bool
-	secret     [16]byte
-	previous   *[16]byte
+	reportOnly   bool
+	maxTableSize int // as given to the core, for the metrics
+	secret       [16]byte
+	previous     *[16]byte
 }
 
 // parseBlock reads the block after "rrl [ZONES...]". Each directive may
@@ -133,7 +138,7 @@ type options struct {
 // value silently winning is how a limit ends up not what the operator read.
 func parseBlock(c *caddy.Controller) (*core.Config, options, error) {
 	cfg := core.NewConfig()
-	opts := options{secret: processSecret()}
+	opts := options{secret: processSecret(), maxTableSize: defaultMaxTableSize}
 	seen := map[string]bool{}
 	for c.NextBlock() {
 		kw := c.Val()
@@ -162,6 +167,9 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		}
 		if err := cfg.SetValue(kw, args[0]); err != nil {
 			return c.Err(coreMessage(err))
+		}
+		if kw == "max-table-size" {
+			opts.maxTableSize, _ = strconv.Atoi(args[0])
 		}
 	case kw == "exempt-clients":
 		if len(args) == 0 {
