@@ -8,18 +8,19 @@ import (
 // The table of accounts is split into shards, each with its own lock, so
 // that Debit calls for different accounts rarely wait for each other. A
 // shard holds at most its share of max-table-size accounts in one slice,
-// finds them through a chained hash index, and keeps two LRU lists: accounts
-// in credit at their last debit, and accounts in debt. When a shard is full,
+// finds them through an open-addressing index (linear probing over 8-byte
+// slots, so a miss reads one cache line and no account), and keeps two LRU
+// lists: accounts in credit at their last debit, and accounts in debt. When a shard is full,
 // a new account takes the place of the least recently used account in
 // credit or, if every account is in debt, of the least recently used one
 // (BIND's choice: the victim of a flood stays limited while spoofed sources
 // churn). Every step is O(1): nothing scans the table.
 
-// account is one rate-limiting account: 32 bytes.
+// account is one rate-limiting account. Its fields are at most 4-byte
+// aligned, so that it takes 28 bytes rather than 32.
 type account struct {
-	key          uint64
-	tat          int64  // time at which the balance is zero: in debt while tat > now
-	next         uint32 // next account in the same hash bucket
+	key          pair   // the account's key
+	tat          pair   // time at which the balance is zero: in debt while tat > now
 	older, newer uint32 // neighbours in the shard's LRU list
 	slip         uint8  // BIND's slip counter: slip when it is 0
 	list         uint8  // listCredit or listDebt
@@ -35,13 +36,27 @@ const (
 	listDebt
 )
 
+// pair holds an int64 as two uint32 halves.
+type pair struct{ lo, hi uint32 }
+
+func split(v uint64) pair   { return pair{uint32(v), uint32(v >> 32)} }
+func (p pair) join() uint64 { return uint64(p.hi)<<32 | uint64(p.lo) }
+
+// slot is an entry of a shard's index: the low half of an account's key
+// (which also places the slot) and the account's index; 0 marks it empty.
+type slot struct{ lo, i uint32 }
+
+// maxLoad bounds the share of index slots in use, which keeps probe
+// sequences short.
+const maxLoad = 0.75
+
 // lru is a doubly-linked list threaded through account.older/newer.
 type lru struct{ newest, oldest uint32 }
 
 type shard struct {
 	mu       sync.Mutex
 	accounts []account // accounts[0] is unused, so that index 0 means none
-	buckets  []uint32  // heads of hash chains; len is a power of two
+	slots    []slot    // the index; never more than maxLoad full
 	limit    int       // most accounts this shard may hold
 	lists    [2]lru
 	stats    Stats        // under mu; CacheLength unused
@@ -78,7 +93,7 @@ func newTable(size int) *table {
 			s.limit++
 		}
 		s.accounts = make([]account, 1, min(s.limit, 16)+1)
-		s.buckets = make([]uint32, 16)
+		s.slots = make([]slot, min(16, s.maxSlots()))
 	}
 	return t
 }
@@ -91,53 +106,85 @@ func (t *table) shard(key uint64) *shard {
 }
 
 // get returns the index of the account for key, creating it if need be with
-// tat set so that it holds full credit at now. evicted is the account whose
+// tat set so that it holds full credit at now. gone is the account whose
 // place it took, if any, for Event reporting. The caller holds s.mu.
-func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, evicted account) {
-	b := &s.buckets[key&uint64(len(s.buckets)-1)]
-	for i = *b; i != none; i = s.accounts[i].next {
-		if s.accounts[i].key == key {
-			return i, account{}
-		}
+func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone account) {
+	p, i := s.find(key)
+	if i != none {
+		return i, account{}
 	}
 	if len(s.accounts)-1 < s.limit {
 		i = s.grow()
-		b = &s.buckets[key&uint64(len(s.buckets)-1)] // grow may rehash
+		if s.needRehash() {
+			s.rehash()
+			p, _ = s.find(key)
+		}
 	} else {
 		i = s.victim()
-		evicted = s.accounts[i]
-		s.unlink(i)
+		gone = s.accounts[i]
+		s.unindex(s.position(gone.key.join(), i))
+		s.remove(i)
 		s.stats.Evictions++
+		p, _ = s.find(key) // closing the hole may have moved slots
 	}
-	s.accounts[i] = account{key: key, tat: now - credit, next: *b, kind: kind}
-	*b = i
+	s.slots[p] = slot{lo: uint32(key), i: i}
+	s.accounts[i] = account{key: split(key), tat: split(uint64(now - credit)), kind: kind}
 	s.push(i, listCredit)
-	return i, evicted
+	return i, gone
 }
 
-// charge debits account i by interval at now and reports whether it is in
-// debt afterwards. The balance (now - tat) earns credit continuously, holds
-// at most credit nanoseconds of it, and sinks at most debt nanoseconds deep.
-//
-// An account that has earned back full credit starts its slip count afresh,
-// as BIND's does.
-func (s *shard) charge(i uint32, now, interval, credit, debt int64) bool {
-	a := &s.accounts[i]
-	if full := now - credit; a.tat <= full {
-		a.tat, a.slip = full, 0
+// home is where key's probe sequence starts: the low half of the key
+// reduced to the index's length by multiplication, so the index need not be
+// a power of two.
+func (s *shard) home(lo uint32) int { return int(uint64(lo) * uint64(len(s.slots)) >> 32) }
+
+func (s *shard) next(p int) int {
+	if p++; p == len(s.slots) {
+		return 0
 	}
-	a.tat = min(a.tat+interval, now+debt)
-	inDebt := a.tat > now
-	l := uint8(listCredit)
-	if inDebt {
-		l = listDebt
-	}
-	s.touch(i, l)
-	return inDebt
+	return p
 }
 
-// grow appends an account slot and returns its index, doubling the hash
-// index when accounts outnumber buckets.
+// find returns the account for key, or none and the empty slot where it
+// belongs.
+func (s *shard) find(key uint64) (int, uint32) {
+	lo := uint32(key)
+	for p := s.home(lo); ; p = s.next(p) {
+		sl := s.slots[p]
+		if sl.i == none {
+			return p, none
+		}
+		if sl.lo == lo && s.accounts[sl.i].key.hi == uint32(key>>32) {
+			return p, sl.i
+		}
+	}
+}
+
+// position returns the slot of account i, whose key is key.
+func (s *shard) position(key uint64, i uint32) int {
+	p := s.home(uint32(key))
+	for s.slots[p].i != i {
+		p = s.next(p)
+	}
+	return p
+}
+
+// unindex empties slot p and shifts back later slots of the same run that
+// may move closer to their home, so that no probe sequence is broken.
+func (s *shard) unindex(p int) {
+	for q := s.next(p); s.slots[q].i != none; q = s.next(q) {
+		h := s.home(s.slots[q].lo)
+		// The slot at q may fill the hole at p unless its home lies
+		// cyclically after p and at or before q.
+		if (p <= q && (h <= p || h > q)) || (p > q && h <= p && h > q) {
+			s.slots[p] = s.slots[q]
+			p = q
+		}
+	}
+	s.slots[p] = slot{}
+}
+
+// grow appends an account slot and returns its index.
 func (s *shard) grow() uint32 {
 	if len(s.accounts) == cap(s.accounts) {
 		bigger := make([]account, len(s.accounts), min(2*cap(s.accounts), s.limit+1))
@@ -145,20 +192,28 @@ func (s *shard) grow() uint32 {
 		s.accounts = bigger
 	}
 	s.accounts = s.accounts[:len(s.accounts)+1]
-	i := uint32(len(s.accounts) - 1)
-	if int(i) > len(s.buckets) {
-		s.rehash(2 * len(s.buckets))
-	}
-	return i
+	return uint32(len(s.accounts) - 1)
 }
 
-func (s *shard) rehash(n int) {
-	s.buckets = make([]uint32, n)
-	mask := uint64(n - 1)
-	for i := 1; i < len(s.accounts)-1; i++ { // the newest slot is not linked yet
-		a := &s.accounts[i]
-		b := &s.buckets[a.key&mask]
-		a.next, *b = *b, uint32(i)
+// maxSlots is the length of the index when the shard is full.
+func (s *shard) maxSlots() int { return int(float64(s.limit)/maxLoad) + 1 }
+
+func (s *shard) needRehash() bool {
+	return float64(len(s.accounts)-1) > maxLoad*float64(len(s.slots)) && len(s.slots) < s.maxSlots()
+}
+
+// rehash doubles the index (up to maxSlots) and places every account again.
+func (s *shard) rehash() {
+	old := s.slots
+	s.slots = make([]slot, min(2*len(old), s.maxSlots()))
+	for _, sl := range old {
+		if sl.i != none {
+			p := s.home(sl.lo)
+			for s.slots[p].i != none {
+				p = s.next(p)
+			}
+			s.slots[p] = sl
+		}
 	}
 }
 
@@ -170,15 +225,27 @@ func (s *shard) victim() uint32 {
 	return s.lists[listDebt].oldest
 }
 
-// unlink removes account i from its hash chain and its LRU list.
-func (s *shard) unlink(i uint32) {
+// charge debits account i by interval at now and reports whether it is in
+// debt afterwards. The balance (now - tat) earns credit continuously, holds
+// at most credit nanoseconds of it, and sinks at most debt nanoseconds deep.
+//
+// An account that has earned back full credit starts its slip count afresh,
+// as BIND's does.
+func (s *shard) charge(i uint32, now, interval, credit, debt int64) bool {
 	a := &s.accounts[i]
-	p := &s.buckets[a.key&uint64(len(s.buckets)-1)]
-	for *p != i {
-		p = &s.accounts[*p].next
+	tat := int64(a.tat.join())
+	if full := now - credit; tat <= full {
+		tat, a.slip = full, 0
 	}
-	*p = a.next
-	s.remove(i)
+	tat = min(tat+interval, now+debt)
+	a.tat = split(uint64(tat))
+	inDebt := tat > now
+	l := uint8(listCredit)
+	if inDebt {
+		l = listDebt
+	}
+	s.touch(i, l)
+	return inDebt
 }
 
 // touch makes account i the newest of list l.

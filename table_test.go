@@ -2,9 +2,11 @@ package rrl
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"testing"
+	"unsafe"
 )
 
 // spraySource returns the i-th of many distinct /24 client networks.
@@ -92,4 +94,44 @@ func TestBytesPerAccount(t *testing.T) {
 		t.Errorf("%.1f bytes per account, want at most 48", perAccount)
 	}
 	runtime.KeepAlive(r)
+}
+
+func TestAccountSize(t *testing.T) {
+	if n := unsafe.Sizeof(account{}); n != 28 {
+		t.Errorf("an account takes %d bytes, want 28", n)
+	}
+}
+
+// TestShardIndex checks the open-addressing index against a model through
+// many insertions and evictions, with keys crowded onto a few home slots so
+// that probe runs are long and wrap around the end of the index.
+func TestShardIndex(t *testing.T) {
+	tb := newTable(40)
+	s := &tb.shards[0]
+	rng := rand.New(rand.NewPCG(1, 2))
+	held := map[uint64]bool{}
+	for n := range 20_000 {
+		key := uint64(rng.Uint32N(64))<<32 | uint64(rng.Uint32N(8))<<29 | uint64(n%3)
+		if rng.IntN(4) == 0 {
+			key |= 0xFFFFFFF0 // homes at the very end of the index
+		}
+		i, gone := s.get(key, 0, 1, 0)
+		if gone != (account{}) {
+			delete(held, gone.key.join())
+		}
+		held[key] = true
+		if got := s.accounts[i].key.join(); got != key {
+			t.Fatalf("get(%#x) returned the account of %#x", key, got)
+		}
+		if len(held) > s.limit || len(held) != len(s.accounts)-1 {
+			t.Fatalf("model holds %d, shard %d, limit %d", len(held), len(s.accounts)-1, s.limit)
+		}
+		if n%97 == 0 {
+			for k := range held {
+				if _, i := s.find(k); i == none || s.accounts[i].key.join() != k {
+					t.Fatalf("after %d insertions %#x is held but not found", n, k)
+				}
+			}
+		}
+	}
 }
