@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# End-to-end check of the rrl plugin: build the CoreDNS binary, run it on
+# coredns/example/Corefile, and show with dig (or kdig) that a client that
+# asks too fast first gets answers, then truncated (TC) replies and silence,
+# while TCP and other clients are still served. Exits non-zero on failure.
+#
+#   bash coredns/e2e/e2e.sh
+#
+# Needs go, and dig (bind9-dnsutils) or kdig (knot-dnsutils); it skips, with
+# a message and exit status 0, when neither client is installed.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+dns_port=1053
+metrics_port=9153
+
+if command -v dig >/dev/null; then
+	client=dig
+elif command -v kdig >/dev/null; then
+	client=kdig
+else
+	echo "e2e: SKIP: neither dig (bind9-dnsutils) nor kdig (knot-dnsutils) is installed"
+	exit 0
+fi
+
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+		kill "$pid"
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "e2e: FAIL: $*"
+	if [[ -f $tmp/coredns.log ]]; then
+		echo "--- coredns log"
+		cat "$tmp/coredns.log"
+	fi
+	exit 1
+}
+
+# ask [client options...] NAME TYPE: one query over UDP that neither retries
+# nor falls back to TCP on TC, so that what the server sent is what we see.
+# Cookies are off: a cookie-aware client answered with BADCOOKIE retries
+# with the server cookie, and is then rightly exempt from limiting.
+ask() {
+	local opts=()
+	case $client in
+	dig) opts=(+nocookie +ignore +tries=1 +time=2) ;;
+	kdig) opts=(+nocookie +ignoretc +retry=0 +timeout=2) ;;
+	esac
+	"$client" "${opts[@]}" @127.0.0.1 -p "$dns_port" "$@" 2>&1 || true
+}
+
+# outcome reads a client's output: answered, truncated or dropped.
+outcome() {
+	if grep -qiE '^;; flags:[^;]* tc' <<<"$1"; then
+		echo truncated
+	elif grep -qiE 'status: (NOERROR|NXDOMAIN)' <<<"$1"; then
+		echo answered
+	else
+		echo dropped
+	fi
+}
+
+echo "e2e: building CoreDNS with rrl into $tmp"
+(cd "$repo/coredns" && GOWORK=off go build -o "$tmp/coredns" ./cmd/coredns)
+
+for port in $dns_port $metrics_port; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		fail "port $port on 127.0.0.1 is already in use"
+	fi
+done
+
+echo "e2e: starting it on coredns/example/Corefile"
+(cd "$repo" && exec "$tmp/coredns" -conf coredns/example/Corefile) >"$tmp/coredns.log" 2>&1 &
+pid=$!
+for _ in $(seq 50); do
+	if [[ $(outcome "$(ask ns1.example.test A)") == answered ]]; then
+		break
+	fi
+	kill -0 "$pid" 2>/dev/null || fail "coredns exited"
+	sleep 0.2
+done
+# Start from a fresh account: the readiness probes above spent some of it.
+sleep 6
+
+echo "e2e: one query is answered"
+first=$(ask www.example.test A)
+echo "$first" | grep -iE '^;; flags|status|192\.0\.2\.1' || true
+[[ $(outcome "$first") == answered ]] || fail "the first query was not answered"
+grep -q '192\.0\.2\.1' <<<"$first" || fail "the first answer lacks 192.0.2.1"
+
+echo "e2e: a burst of 20 queries at once from the same client (allowance 5/s)"
+for i in $(seq 20); do
+	ask www.example.test A >"$tmp/burst.$i" &
+done
+wait_jobs() { for j in $(jobs -p); do [[ $j == "$pid" ]] || wait "$j" || true; done; }
+wait_jobs
+answered=0 truncated=0 dropped=0
+for i in $(seq 20); do
+	o=$(outcome "$(cat "$tmp/burst.$i")")
+	echo "  query $i: $o"
+	case $o in
+	answered) answered=$((answered + 1)) ;;
+	truncated) truncated=$((truncated + 1)) ;;
+	dropped) dropped=$((dropped + 1)) ;;
+	esac
+done
+echo "e2e: answered $answered, truncated $truncated, dropped $dropped"
+((answered >= 1 && answered <= 8)) || fail "want about 5 answered, got $answered"
+((truncated >= 1)) || fail "want TC replies (slip-ratio 2), got none"
+((dropped >= 1)) || fail "want some responses dropped, got none"
+
+echo "e2e: the limited client still gets its answer over TCP"
+tcp=$("$client" +tcp @127.0.0.1 -p "$dns_port" www.example.test A 2>&1 || true)
+grep -q '192\.0\.2\.1' <<<"$tcp" || fail "TCP query not answered: $tcp"
+
+echo "e2e: an exempt client (127.0.99.1) is never limited"
+for i in $(seq 20); do
+	ask -b 127.0.99.1 www.example.test A >"$tmp/exempt.$i" &
+done
+wait_jobs
+for i in $(seq 20); do
+	[[ $(outcome "$(cat "$tmp/exempt.$i")") == answered ]] || fail "exempt client limited on query $i"
+done
+
+echo "e2e: the log says when limiting started"
+grep -q 'plugin/rrl: limit responses to 127.0.0.0/24 for www.example.test. IN A' "$tmp/coredns.log" ||
+	fail "no 'limit responses' line in the log"
+
+echo "e2e: metrics"
+exec 4<>"/dev/tcp/127.0.0.1/$metrics_port"
+printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&4
+metrics=$(cat <&4)
+exec 4<&-
+grep -E '^coredns_rrl_responses_total\{action="(send|slip|drop)",category="answer"' <<<"$metrics" || fail "no coredns_rrl_responses_total"
+grep -E '^coredns_rrl_table_size' <<<"$metrics" || fail "no coredns_rrl_table_size"
+if grep -E '^coredns_rrl_' <<<"$metrics" | grep -qE '127\.0\.(0|99)\.[0-9]+[^:]'; then
+	fail "an rrl metric carries a client address"
+fi
+
+echo "e2e: PASS"
