@@ -376,3 +376,36 @@ func TestNewAllowanceCategory(t *testing.T) {
 		}
 	}
 }
+
+func TestQPSScale(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "10", "qps-scale", "10", "slip-ratio", "10")
+	src := udp("192.0.2.1")
+	// One quiet second sets no scale: ten responses go out.
+	if got := actions(r, src, answer("quiet."), 11); got != "SSSSSSSSSST" {
+		t.Fatalf("before any load: %s", got)
+	}
+	// A second at 100 responses per second, ten times qps-scale, half of
+	// them over TCP (which counts, as in BIND).
+	clock.Advance(time.Second)
+	for i := range 100 {
+		var a net.Addr = udp(fmt.Sprintf("198.51.%d.1", i))
+		if i%2 == 0 {
+			a = tcp(fmt.Sprintf("198.51.%d.1", i))
+		}
+		r.Debit(a, answer(fmt.Sprintf("n%d.", i)))
+	}
+	// The next second allowances are a tenth (10 → 1 per second), and
+	// slip-ratio 10 becomes 2 (BIND's floor).
+	clock.Advance(time.Second)
+	if got := actions(r, src, answer("loaded."), 5); got != "STDTD" {
+		t.Errorf("under 10x load: %s, want STDTD", got)
+	}
+	// When the load is gone the factor returns to 1.
+	clock.Advance(time.Second)
+	r.Debit(src, answer("tick."))
+	clock.Advance(time.Second)
+	if got := actions(r, src, answer("later."), 11); got != "SSSSSSSSSST" {
+		t.Errorf("after the load: %s", got)
+	}
+}
