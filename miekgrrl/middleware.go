@@ -74,8 +74,10 @@ type Decision struct {
 // nothing gets nothing written for it. With Options.Cookies, a request with a
 // valid server cookie is not debited at all: its source cannot be spoofed.
 //
+// A nil limiter limits nothing: the middleware then only serves cookies.
+//
 // The ResponseWriter given to next must not be used after next returns,
-// unless next hijacked it, as dns.Transfer does.
+// unless next hijacked it, as dns.Transfer does: the middleware recycles it.
 func Middleware(limiter *rrl.RRL, next dns.Handler, opts Options) dns.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -443,3 +443,16 @@ func TestMiddlewareAllocations(t *testing.T) {
 		}
 	}
 }
+
+// A nil limiter limits nothing, and cookies still work.
+func TestMiddlewareNilLimiter(t *testing.T) {
+	var ds decisions
+	h := Middleware(nil, answerHandler, Options{Cookies: NewCookies([16]byte{1}), OnDecision: ds.record})
+	w := udpFrom("192.0.2.1")
+	for range 5 {
+		h.ServeDNS(w, cookieQuery("www.example.org.", "0102030405060708"))
+	}
+	if w.wrote() != 5 || ds.last().Action != rrl.Send || len(respCookie(w.last())) != 48 {
+		t.Errorf("wrote %d, last %+v", w.wrote(), ds.last())
+	}
+}
