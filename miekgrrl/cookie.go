@@ -51,7 +51,8 @@ const (
 // Cookies makes and checks DNS server cookies in the interoperable format of
 // RFC 9018 (version 1, SipHash-2-4), so that servers of one anycast set that
 // share the secret accept each other's cookies, whatever their software. It
-// is safe for concurrent use, including rollover while serving.
+// is safe for concurrent use, including rollover while serving. Make it with
+// NewCookies: the zero value works, but with an all-zero secret.
 type Cookies struct {
 	keys atomic.Pointer[cookieKeys]
 }
@@ -76,23 +77,33 @@ func NewCookies(secret [16]byte) *Cookies {
 // current one, keep validating during a rollover (RFC 9018 section 5).
 // New cookies are always made with the current secret.
 func (c *Cookies) SetPrevious(secret [16]byte) {
-	k := *c.keys.Load()
+	k := *c.load()
 	k.previous, k.hasPrevious = sipKey(secret), true
 	c.keys.Store(&k)
 }
 
 // Rotate makes secret the current secret and the current one the previous.
 func (c *Cookies) Rotate(secret [16]byte) {
-	old := c.keys.Load()
+	old := c.load()
 	c.keys.Store(&cookieKeys{current: sipKey(secret), previous: old.current, hasPrevious: true})
 }
 
 // ForgetPrevious ends a rollover: cookies made with the previous secret no
 // longer validate.
 func (c *Cookies) ForgetPrevious() {
-	k := *c.keys.Load()
+	k := *c.load()
 	k.previous, k.hasPrevious = [2]uint64{}, false
 	c.keys.Store(&k)
+}
+
+var zeroKeys cookieKeys
+
+// load returns the keys, all zero for a Cookies not made by NewCookies.
+func (c *Cookies) load() *cookieKeys {
+	if k := c.keys.Load(); k != nil {
+		return k
+	}
+	return &zeroKeys
 }
 
 func sipKey(secret [16]byte) [2]uint64 {
@@ -148,7 +159,7 @@ func (c *Cookies) valid(cookie []byte, client netip.Addr, now time.Time) bool {
 	if age > int64(MaxCookieAge/time.Second) || -age > int64(MaxCookieFuture/time.Second) {
 		return false
 	}
-	k := c.keys.Load()
+	k := c.load()
 	var want [8]byte
 	// The hash covers the reserved bytes as received (RFC 9018 section 4.4).
 	hashCookie(&want, k.current, cookie[:clientCookieLen], server[:8], client)
@@ -186,7 +197,7 @@ func (c *Cookies) ServerCookie(clientCookie []byte, client netip.Addr, now time.
 	s[0] = cookieVersion
 	binary.BigEndian.PutUint32(s[4:8], uint32(now.Unix()))
 	var h [8]byte
-	hashCookie(&h, c.keys.Load().current, clientCookie, s[:8], client)
+	hashCookie(&h, c.load().current, clientCookie, s[:8], client)
 	copy(s[8:], h[:])
 	return s
 }

@@ -376,3 +376,24 @@ func BenchmarkCookieCheck(b *testing.B) {
 		}
 	}
 }
+
+// The zero value does not panic: it behaves as an all-zero secret.
+func TestCookiesZeroValue(t *testing.T) {
+	var c Cookies
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Unix(1700000000, 0)
+	resp := new(dns.Msg)
+	c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
+	req := cookieQuery("a.", respCookie(resp))
+	if got := c.Check(req, client, now); got != CookieValid {
+		t.Errorf("zero value: %v", got)
+	}
+	if got := NewCookies([16]byte{}).Check(req, client, now); got != CookieValid {
+		t.Errorf("zero value differs from an all-zero secret: %v", got)
+	}
+	var d Cookies
+	d.SetPrevious([16]byte{1})
+	d.ForgetPrevious()
+	var e Cookies
+	e.Rotate([16]byte{1})
+}
