@@ -9,7 +9,6 @@ import (
 // the observer events it owes once every lock is released.
 type debit struct {
 	r     *RRL
-	src   netip.Addr
 	net   network
 	udp   bool
 	tuple *ResponseTuple
@@ -20,7 +19,7 @@ type debit struct {
 	rtr RTReason
 
 	events  [6]pendingEvent // at most a start/stop and an eviction per account touched
-	nEvents int
+	nEvents uint8
 }
 
 type pendingEvent struct {
@@ -33,11 +32,6 @@ type pendingEvent struct {
 func (d *debit) run() {
 	r := d.r
 	d.act, d.ipr, d.rtr = Send, IPNotConfigured, RTNotConfigured
-	if r.isExempt(d.src) {
-		d.ipr, d.rtr = IPExempt, RTNotReached
-		d.countAlone()
-		return
-	}
 	if r.qps != nil {
 		r.qps.observe(r.table, r.statsShard(d.net), d.now)
 	}
@@ -163,7 +157,7 @@ func (d *debit) countAlone() {
 }
 
 func (d *debit) event(kind byte, started, evicted bool) {
-	if d.r.observer != nil && d.nEvents < len(d.events) {
+	if d.r.observer != nil && int(d.nEvents) < len(d.events) {
 		d.events[d.nEvents] = pendingEvent{kind, started, evicted}
 		d.nEvents++
 	}

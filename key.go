@@ -45,8 +45,14 @@ func (r *RRL) networkOf(a netip.Addr) network {
 	if !a.IsValid() {
 		a = netip.IPv4Unspecified()
 	}
+	if a.Is4() {
+		v4 := a.As4()
+		n := network{lo: 0xffff<<32 | uint64(binary.BigEndian.Uint32(v4[:])), v4: true, bits: uint8(r.cfg.ipv4PrefixLength)}
+		n.lo &^= 1<<(32-n.bits) - 1
+		return n
+	}
 	b := a.As16()
-	n := network{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), v4: a.Is4() || a.Is4In6()}
+	n := network{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), v4: a.Is4In6()}
 	if n.v4 {
 		n.bits = uint8(r.cfg.ipv4PrefixLength)
 		n.lo &^= 1<<(32-n.bits) - 1
@@ -131,18 +137,28 @@ func upperBytes(w uint64) uint64 {
 // foldLower copies as much of s into dst as fits, lower-casing ASCII
 // letters eight bytes at a time, and returns the number of bytes copied.
 func foldLower(dst []byte, s string) int {
-	n := copy(dst, s)
-	b := dst[:n]
-	for ; len(b) >= 8; b = b[8:] {
-		w := binary.LittleEndian.Uint64(b)
-		binary.LittleEndian.PutUint64(b, w|upperBytes(w)>>2) // 0x80>>2 is the case bit
+	n := min(len(dst), len(s))
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		w := load64(s[i : i+8])
+		binary.LittleEndian.PutUint64(dst[i:], w|upperBytes(w)>>2) // 0x80>>2 is the case bit
 	}
-	for i, c := range b {
+	for ; i < n; i++ {
+		c := s[i]
 		if 'A' <= c && c <= 'Z' {
-			b[i] = c + ('a' - 'A')
+			c += 'a' - 'A'
 		}
+		dst[i] = c
 	}
 	return n
+}
+
+// load64 reads eight bytes of a string as a little-endian word (the
+// compiler turns this into one load).
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // addrOf extracts the client address and transport from a net.Addr without

@@ -87,9 +87,16 @@ func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action,
 	if r == nil {
 		return Send, IPNotConfigured, RTNotConfigured
 	}
-	d := debit{r: r, src: src, net: r.networkOf(src), udp: udp, tuple: tupleOrError(tuple), now: r.now()}
+	d := debit{r: r, net: r.networkOf(src), udp: udp, tuple: tupleOrError(tuple), now: r.now()}
+	if r.isExempt(src) {
+		d.act, d.ipr, d.rtr = Send, IPExempt, RTNotReached
+		d.countAlone()
+		return d.act, d.ipr, d.rtr
+	}
 	d.run()
-	d.report()
+	if d.nEvents > 0 {
+		d.report()
+	}
 	return d.act, d.ipr, d.rtr
 }
 

@@ -105,13 +105,19 @@ func (t *table) shard(key uint64) *shard {
 	return &t.shards[key>>t.shift]
 }
 
+// recycled describes an account whose place a new one took, for Event.
+type recycled struct {
+	kind    byte
+	limited bool
+}
+
 // get returns the index of the account for key, creating it if need be with
-// tat set so that it holds full credit at now. gone is the account whose
-// place it took, if any, for Event reporting. The caller holds s.mu.
-func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone account) {
+// tat set so that it holds full credit at now. gone describes the account
+// whose place it took, if any. The caller holds s.mu.
+func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone recycled) {
 	p, i := s.find(key)
 	if i != none {
-		return i, account{}
+		return i, gone
 	}
 	if len(s.accounts)-1 < s.limit {
 		i = s.grow()
@@ -121,8 +127,9 @@ func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone ac
 		}
 	} else {
 		i = s.victim()
-		gone = s.accounts[i]
-		s.unindex(s.position(gone.key.join(), i))
+		a := &s.accounts[i]
+		gone = recycled{a.kind, a.limited}
+		s.unindex(s.position(a.key.join(), i))
 		s.remove(i)
 		s.stats.Evictions++
 		p, _ = s.find(key) // closing the hole may have moved slots
