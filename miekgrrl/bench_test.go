@@ -150,3 +150,30 @@ func netipAddr(a net.Addr) netip.Addr {
 	ip, _ := clientAddr(a)
 	return ip
 }
+
+func BenchmarkSlipReplyBadCookie(b *testing.B) {
+	c := NewCookies([16]byte{1})
+	req := cookieQuery("www.example.org.", "0102030405060708")
+	resp := new(dns.Msg).SetReply(req)
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		SlipReply(req, resp, c, client, now)
+	}
+}
+
+// One client flooding: almost every response is limited, half of them
+// slipped (slip-ratio 2), the rest dropped. This is the path under attack.
+func BenchmarkHandlerMiddlewareFlood(b *testing.B) {
+	inner, req := benchHandler(b)
+	cfg := rrl.NewConfig()
+	cfg.SetValue("responses-per-second", "10")
+	lim := rrl.NewRRL(cfg)
+	h := Middleware(lim, inner, Options{})
+	w := &discardWriter{remote: &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeDNS(w, req)
+	}
+}

@@ -217,11 +217,17 @@ func (c *Cookies) AddServerCookie(resp, req *dns.Msg, client netip.Addr, now tim
 
 // addServerCookie is AddServerCookie with the client cookie already decoded.
 func (c *Cookies) addServerCookie(resp, req *dns.Msg, cc *[clientCookieLen]byte, client netip.Addr, now time.Time) {
+	setCookie(resp, req, c.cookieText(cc, client, now))
+}
+
+// cookieText returns the COOKIE option text for a response: the client
+// cookie then a fresh server cookie, in hex as package dns keeps it.
+func (c *Cookies) cookieText(cc *[clientCookieLen]byte, client netip.Addr, now time.Time) string {
 	s := c.ServerCookie(cc[:], client, now)
-	var hexbuf [2 * (clientCookieLen + serverCookieLen)]byte
-	encodeHex(hexbuf[:2*clientCookieLen], cc[:])
-	encodeHex(hexbuf[2*clientCookieLen:], s[:])
-	setCookie(resp, req, string(hexbuf[:]))
+	var text [2 * (clientCookieLen + serverCookieLen)]byte
+	encodeHex(text[:2*clientCookieLen], cc[:])
+	encodeHex(text[2*clientCookieLen:], s[:])
+	return string(text[:])
 }
 
 // clientCookie returns the client cookie of req, when req's COOKIE option is

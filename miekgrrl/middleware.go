@@ -155,7 +155,7 @@ func (w *writer) WriteMsg(m *dns.Msg) error {
 	case rrl.Drop:
 		return nil
 	case rrl.Slip:
-		return w.ResponseWriter.WriteMsg(SlipReply(w.req, m, w.h.opts.Cookies, w.client, w.now))
+		return w.ResponseWriter.WriteMsg(w.slipReply(m))
 	}
 	w.addCookie(m)
 	return w.ResponseWriter.WriteMsg(m)
@@ -174,7 +174,7 @@ func (w *writer) Write(b []byte) (int, error) {
 	case rrl.Drop:
 		return len(b), nil
 	case rrl.Slip:
-		return len(b), w.ResponseWriter.WriteMsg(SlipReply(w.req, m, w.h.opts.Cookies, w.client, w.now))
+		return len(b), w.ResponseWriter.WriteMsg(w.slipReply(m))
 	}
 	if unpacked && w.needsCookie() {
 		w.addCookie(m)
@@ -238,6 +238,16 @@ func (w *writer) addCookie(m *dns.Msg) {
 	if w.needsCookie() {
 		w.h.opts.Cookies.addServerCookie(m, w.req, &w.cc, w.client, w.now)
 	}
+}
+
+// slipReply is SlipReply with the client cookie decoded when the request
+// was checked.
+func (w *writer) slipReply(m *dns.Msg) *dns.Msg {
+	var cc *[clientCookieLen]byte
+	if w.hasCC {
+		cc = &w.cc
+	}
+	return slipReply(w.req, m, w.h.opts.Cookies, cc, w.client, w.now)
 }
 
 // Hijack marks the writer as the handler's for good (see ServeDNS).

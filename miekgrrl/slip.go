@@ -24,6 +24,30 @@ import (
 // Header fields come from req (the ID, opcode, RD and CD bits) or, when req
 // is nil, from resp. It returns nil when both are nil.
 func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time) *dns.Msg {
+	var cc *[clientCookieLen]byte
+	if c != nil && client.IsValid() {
+		if v, ok := clientCookie(req); ok {
+			cc = &v
+		}
+	}
+	return slipReply(req, resp, c, cc, client, now)
+}
+
+// slip holds a slip reply and everything it points to, so that building one
+// costs a single allocation (and one more for a cookie's text): under a flood
+// slip replies are what the server mostly sends.
+type slip struct {
+	msg    dns.Msg
+	q      [1]dns.Question
+	extra  [1]dns.RR
+	opt    dns.OPT
+	opts   [1]dns.EDNS0
+	cookie dns.EDNS0_COOKIE
+}
+
+// slipReply is SlipReply with the client cookie already decoded: BADCOOKIE
+// when c and cc are set, TC otherwise.
+func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client netip.Addr, now time.Time) *dns.Msg {
 	base := req
 	if base == nil {
 		base = resp
@@ -31,22 +55,25 @@ func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time)
 	if base == nil {
 		return nil
 	}
-	m := new(dns.Msg)
+	s := new(slip)
+	m := &s.msg
 	m.Id = base.Id
 	m.Response = true
 	m.Opcode = base.Opcode
 	m.RecursionDesired = base.RecursionDesired
 	m.CheckingDisabled = base.CheckingDisabled
 	if q, ok := question(base, orEmpty(resp)); ok {
-		m.Question = []dns.Question{q}
+		s.q[0] = q
+		m.Question = s.q[:]
 	}
 
-	if c != nil && client.IsValid() {
-		if _, ok := clientCookie(req); ok {
-			m.Rcode = dns.RcodeBadCookie
-			c.AddServerCookie(m, req, client, now)
-			return m
-		}
+	if c != nil && cc != nil && client.IsValid() {
+		m.Rcode = dns.RcodeBadCookie
+		s.setOPT(findOPT(req), nil)
+		s.cookie = dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: c.cookieText(cc, client, now)}
+		s.opts[0] = &s.cookie
+		s.opt.Option = s.opts[:]
+		return m
 	}
 
 	m.Truncated = true
@@ -54,23 +81,29 @@ func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time)
 		m.Rcode = dns.RcodeNameError
 	}
 	if reqOPT := findOPT(req); reqOPT != nil {
-		m.Extra = []dns.RR{slipOPT(reqOPT, findOPT(resp))}
+		s.setOPT(reqOPT, findOPT(resp))
 	}
 	return m
 }
 
-// slipOPT returns the OPT record of a TC reply: resp's UDP size and DO bit
-// when the handler chose them, else ours and the request's.
-func slipOPT(reqOPT, respOPT *dns.OPT) *dns.OPT {
-	if respOPT == nil {
-		return newOPT(reqOPT)
+// setOPT gives the reply an OPT record without options: resp's UDP size and
+// DO bit when the handler chose them, else ours and the request's.
+func (s *slip) setOPT(reqOPT, respOPT *dns.OPT) {
+	s.opt.Hdr = dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}
+	switch {
+	case respOPT != nil:
+		s.opt.SetUDPSize(respOPT.UDPSize())
+		if respOPT.Do() {
+			s.opt.SetDo()
+		}
+	default:
+		s.opt.SetUDPSize(defaultUDPSize)
+		if reqOPT != nil && reqOPT.Do() {
+			s.opt.SetDo()
+		}
 	}
-	opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-	opt.SetUDPSize(respOPT.UDPSize())
-	if respOPT.Do() {
-		opt.SetDo()
-	}
-	return opt
+	s.extra[0] = &s.opt
+	s.msg.Extra = s.extra[:]
 }
 
 var emptyMsg dns.Msg
