@@ -18,14 +18,20 @@ type loopbackServer struct {
 }
 
 func startLoopback(t *testing.T, h dns.Handler) loopbackServer {
+	return startLoopbackOn(t, "127.0.0.1", h)
+}
+
+// startLoopbackOn is startLoopback on host (127.0.0.1 or ::1); it skips the
+// test if host is not available.
+func startLoopbackOn(t *testing.T, host string, h dns.Handler) loopbackServer {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		t.Fatal(err)
+		t.Skipf("no %s: %v", host, err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		t.Fatal(err)
+		t.Skipf("no %s: %v", host, err)
 	}
 	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
 		started := make(chan struct{})
@@ -128,11 +134,17 @@ func TestIntegrationTCPNotLimited(t *testing.T) {
 // A client that follows BADCOOKIE with the server cookie it was given is not
 // limited any more; the same source without the cookie still is.
 func TestIntegrationBadCookieFollowUp(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		t.Run(host, func(t *testing.T) { testBadCookieFollowUp(t, host) })
+	}
+}
+
+func testBadCookieFollowUp(t *testing.T, host string) {
 	clock := newTestClock()
 	lim := newLimiter(t, clock, "responses-per-second", "1", "slip-ratio", "1")
 	cookies := NewCookies([16]byte{0x42})
-	srv := startLoopback(t, Middleware(lim, answerHandler, Options{Cookies: cookies}))
-	c := clientFrom("udp", "127.0.0.1", 2*time.Second)
+	srv := startLoopbackOn(t, host, Middleware(lim, answerHandler, Options{Cookies: cookies}))
+	c := clientFrom("udp", host, 2*time.Second)
 	const clientCookie = "a1b2c3d4e5f60718"
 
 	r, _, err := c.Exchange(cookieQuery("www.example.org.", clientCookie), srv.udp)

@@ -456,3 +456,37 @@ func TestMiddlewareNilLimiter(t *testing.T) {
 		t.Errorf("wrote %d, last %+v", w.wrote(), ds.last())
 	}
 }
+
+// Many goroutines through one middleware, with cookies and a hook, for the
+// race detector; every request is answered one way or another.
+func TestMiddlewareConcurrent(t *testing.T) {
+	lim := newLimiter(t, newTestClock(), "responses-per-second", "3", "slip-ratio", "2")
+	cookies := NewCookies([16]byte{8})
+	var decided atomic.Int64
+	h := Middleware(lim, answerHandler, Options{Cookies: cookies, OnDecision: func(Decision) { decided.Add(1) }})
+	const workers, perWorker = 8, 200
+	done := make(chan int)
+	for g := range workers {
+		go func() {
+			w := udpFrom(netip.AddrFrom4([4]byte{192, 0, byte(g % 3), 1}).String())
+			for i := range perWorker {
+				if i%2 == 0 {
+					h.ServeDNS(w, cookieQuery("www.example.org.", "0102030405060708"))
+				} else {
+					h.ServeDNS(w, query("www.example.org."))
+				}
+			}
+			done <- w.wrote()
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	if decided.Load() != workers*perWorker {
+		t.Errorf("%d decisions for %d requests", decided.Load(), workers*perWorker)
+	}
+	st := lim.GetStats(false)
+	if st.Actions[rrl.Send]+st.Actions[rrl.Slip]+st.Actions[rrl.Drop] != workers*perWorker || st.Actions[rrl.Send] != 3*3 {
+		t.Errorf("stats %s: want 9 sent (3 networks, 3 each)", st.String())
+	}
+}
