@@ -51,11 +51,16 @@
 //
 // It lets a request with a valid server cookie through unlimited (adding a
 // fresh server cookie to the response), and otherwise captures the response
-// the handler writes, debits it, and sends it, drops it or slips it. TCP
-// responses are debited (the request limit applies) but never limited.
-// Options.ReportOnly sends everything and only reports; Options.OnDecision
-// sees every decision. A handler serving wildcards can say so with
-// SetWildcardOrigin(w, origin) before writing.
+// the handler writes, debits it, and sends it (with a fresh server cookie if
+// the request had a client cookie), drops it or slips it. A handler that
+// writes nothing gets nothing written for it. TCP responses are debited (the
+// request limit applies) but never limited. Options.ReportOnly sends
+// everything and only reports; Options.OnDecision sees every decision. A
+// handler serving wildcards can say so with SetWildcardOrigin(w, origin)
+// before writing. A nil limiter limits nothing, leaving cookies alone.
+//
+// Per query the middleware adds about 200 ns and no allocation to the
+// handler's cost, half of it the core's Debit (see README.md).
 //
 // To answer cookie-only queries (no question), serve with
 // dns.Server{MsgAcceptFunc: miekgrrl.AcceptCookieOnly} and have the handler

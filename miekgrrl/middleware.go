@@ -29,7 +29,8 @@ type Options struct {
 
 	// OnDecision, if set, is called once per request for which the handler
 	// wrote a response, after the decision and before the write. It runs on
-	// the serving goroutine: keep it quick. Nil costs nothing.
+	// the serving goroutines, concurrently: it must be safe for that, and
+	// quick. Nil costs nothing; a hook costs no allocation either.
 	OnDecision func(Decision)
 
 	// WildcardOrigin, if set, is asked for the wildcard origin of each

@@ -192,8 +192,9 @@ func zoneHandler(z *zone) dns.Handler {
 		}
 		if len(r.Question) == 0 {
 			// A cookie-only query (RFC 7873 section 5.4): an empty NOERROR,
-			// to which the middleware adds the server cookie.
-			if r.IsEdns0() == nil {
+			// to which the middleware adds the server cookie. Without a
+			// cookie, a query without question is malformed.
+			if !hasCookie(r) {
 				m.Rcode = dns.RcodeFormatError
 			}
 			w.WriteMsg(m)
@@ -215,4 +216,16 @@ func zoneHandler(z *zone) dns.Handler {
 		}
 		w.WriteMsg(m)
 	})
+}
+
+// hasCookie reports whether r has a COOKIE option.
+func hasCookie(r *dns.Msg) bool {
+	if opt := r.IsEdns0(); opt != nil {
+		for _, o := range opt.Option {
+			if _, ok := o.(*dns.EDNS0_COOKIE); ok {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -99,3 +99,18 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("defaults %+v", o)
 	}
 }
+
+// A query with neither question nor cookie is malformed.
+func TestNoQuestionNoCookie(t *testing.T) {
+	_, port, _ := startTestServer(t)
+	q := new(dns.Msg)
+	q.Id = dns.Id()
+	q.SetEdns0(1232, false)
+	r, _, err := (&dns.Client{}).Exchange(q, "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Rcode != dns.RcodeFormatError {
+		t.Errorf("rcode %d, want FORMERR", r.Rcode)
+	}
+}
