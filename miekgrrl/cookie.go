@@ -179,6 +179,8 @@ func hashCookie(out *[8]byte, key [2]uint64, clientCookie, head []byte, client n
 	var in [clientCookieLen + 8 + 16]byte
 	n := copy(in[:], clientCookie)
 	n += copy(in[n:], head)
+	// An IPv4 client seen through a dual-stack socket is still an IPv4
+	// client: other servers of the anycast set see it as one.
 	client = client.Unmap()
 	if client.Is4() {
 		a := client.As4()

@@ -57,7 +57,7 @@
 // request limit applies) but never limited. Options.ReportOnly sends
 // everything and only reports; Options.OnDecision sees every decision. A
 // handler serving wildcards can say so with SetWildcardOrigin(w, origin)
-// before writing. A nil limiter limits nothing, leaving cookies alone.
+// before writing. A nil limiter limits nothing: only cookies are served.
 //
 // Per query the middleware adds about 200 ns and no allocation to the
 // handler's cost, half of it the core's Debit (see README.md).

@@ -52,8 +52,8 @@ type Decision struct {
 	RTReason rrl.RTReason
 
 	// Limited is false when a valid server cookie let the request bypass the
-	// limiter; Action is then Send, the reasons IPNotReached and
-	// RTNotReached, and Tuple is empty.
+	// limiter; Action is then Send and the reasons IPNotReached and
+	// RTNotReached. Tuple is filled in either case.
 	Limited bool
 
 	Tuple      rrl.ResponseTuple
@@ -204,11 +204,7 @@ func (w *writer) decide(m *dns.Msg) rrl.Action {
 	var rtr rrl.RTReason
 	limited := w.cookie != CookieValid
 	if limited {
-		origin := w.origin
-		if origin == "" && h.opts.WildcardOrigin != nil {
-			origin = h.opts.WildcardOrigin(w.req, m)
-		}
-		w.tuple = Tuple(w.req, m, origin)
+		w.tuple = Tuple(w.req, m, w.wildcardOrigin(m))
 		w.action, ipr, rtr = h.limiter.DebitAddr(w.client, w.udp, &w.tuple)
 	} else {
 		w.action, ipr, rtr = rrl.Send, rrl.IPNotReached, rrl.RTNotReached
@@ -220,6 +216,8 @@ func (w *writer) decide(m *dns.Msg) rrl.Action {
 			Request: w.req, Response: m}
 		if limited {
 			d.Tuple = w.tuple
+		} else {
+			d.Tuple = Tuple(w.req, m, w.wildcardOrigin(m))
 		}
 		h.opts.OnDecision(d)
 	}
@@ -227,6 +225,15 @@ func (w *writer) decide(m *dns.Msg) rrl.Action {
 		w.action = rrl.Send
 	}
 	return w.action
+}
+
+// wildcardOrigin returns what the handler or Options.WildcardOrigin said
+// about m's wildcard.
+func (w *writer) wildcardOrigin(m *dns.Msg) string {
+	if w.origin == "" && w.h.opts.WildcardOrigin != nil {
+		return w.h.opts.WildcardOrigin(w.req, m)
+	}
+	return w.origin
 }
 
 // needsCookie reports whether responses to this request carry a server

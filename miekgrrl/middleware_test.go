@@ -258,7 +258,8 @@ func TestMiddlewareCookies(t *testing.T) {
 		clock.advance(time.Millisecond)
 		h.ServeDNS(w, cookieQuery("www.example.org.", full))
 		d := ds.last()
-		if d.Action != rrl.Send || d.Limited || d.Cookie != CookieValid || w.wrote() != 1 || len(w.last().Answer) != 1 {
+		if d.Action != rrl.Send || d.Limited || d.Cookie != CookieValid || w.wrote() != 1 || len(w.last().Answer) != 1 ||
+			d.Tuple.SalientName != "www.example.org." {
 			t.Fatalf("with server cookie %d: decision %+v, wrote %v", i, d, w.msgs)
 		}
 		if got := respCookie(w.last()); len(got) != 48 || got[:16] != full[:16] {

@@ -1,6 +1,7 @@
 package miekgrrl
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/dnsrrl/rrl"
@@ -346,5 +347,26 @@ func BenchmarkTupleSignedWildcard(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Tuple(req, resp, "")
+	}
+}
+
+// Past the bound of the table, wildcard names are still right.
+func TestWildcardTableBound(t *testing.T) {
+	defer func(n int) { maxWildcards = n }(maxWildcards)
+	n := 0
+	if m := wildcards.Load(); m != nil {
+		n = len(*m)
+	}
+	maxWildcards = n + 2
+	for i, origin := range []string{"a.bound.test.", "B.bound.test", "c.bound.test.", "d.bound.test."} {
+		want := "*." + strings.ToLower(strings.TrimSuffix(origin, ".")) + "."
+		for range 2 {
+			if got := wildcardName(origin); got != want {
+				t.Fatalf("%d: %q, want %q", i, got, want)
+			}
+		}
+	}
+	if m := wildcards.Load(); len(*m) > maxWildcards {
+		t.Errorf("table grew to %d past its bound %d", len(*m), maxWildcards)
 	}
 }

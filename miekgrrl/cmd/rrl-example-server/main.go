@@ -171,7 +171,8 @@ func logDecision(next func(miekgrrl.Decision)) func(miekgrrl.Decision) {
 			report = " (report only: sent)"
 		}
 		if !d.Limited {
-			log.Printf("%s %s: valid server cookie, not limited", d.Client, transport)
+			log.Printf("%s %s %v %s %q: valid server cookie, not limited", d.Client, transport,
+				d.Tuple.AllowanceCategory, dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName)
 		} else {
 			log.Printf("%s %s %v %s %q: %v%s [%v %v %v]", d.Client, transport, d.Tuple.AllowanceCategory,
 				dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName, d.Action, report, d.IPReason, d.RTReason, d.Cookie)
