@@ -87,7 +87,9 @@ func FuzzCookie(f *testing.F) {
 	client := netip.MustParseAddr("2001:db8::5")
 	now := time.Unix(1700000000, 0)
 	f.Fuzz(func(t *testing.T, cookie []byte, data []byte) {
-		req := cookieQuery("x.", hex.EncodeToString(cookie))
+		req := cookieQuery("x.", "")
+		opt := req.IsEdns0()
+		opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(cookie)})
 		st := c.Check(req, client, now)
 		n := len(cookie)
 		switch {
