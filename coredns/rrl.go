@@ -97,6 +97,11 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	act := h.account(ctx, zone, client, udp, hold, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.held {
 		h.deliver(rec, act, now)
+		if !plugin.ClientWrite(rcode) {
+			// We wrote (or dropped) the response: an error rcode would make
+			// the server write another one, unlimited.
+			rcode = dns.RcodeSuccess
+		}
 	}
 	return rcode, err
 }

@@ -99,6 +99,11 @@ var zoneNext = plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter
 		return dns.RcodeServerFailure, nil
 	case name == "refuse.example.org.":
 		return dns.RcodeRefused, nil
+	case name == "writefail.example.org.":
+		// Writes the error and returns it too, as some plugins do.
+		m.Rcode = dns.RcodeServerFailure
+		w.WriteMsg(m)
+		return dns.RcodeServerFailure, nil
 	case strings.HasPrefix(name, "nx-"):
 		m.Rcode = dns.RcodeNameError
 		m.Ns = []dns.RR{test.SOA(soa)}
@@ -298,6 +303,17 @@ func TestErrorsLimitedNeverSlipped(t *testing.T) {
 	// REFUSED shares the network's single error account.
 	if o, _ := ask(t, h, "127.0.1.1", false, query("refuse.example.org.", dns.TypeA)); o != dropped {
 		t.Errorf("REFUSED after a SERVFAIL flood: %v, want dropped", o)
+	}
+}
+
+// TestErrorWrittenAndReturned: a plugin that writes an error and also
+// returns its rcode must not make the server write a second, unlimited one
+// (ask fails on such an rcode).
+func TestErrorWrittenAndReturned(t *testing.T) {
+	h := testHandler(t, "{\n errors-per-second 1\n slip-ratio 0\n}", zoneNext, newClock())
+	got := tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("writefail.example.org.", dns.TypeA) })
+	if got[sent] == 0 || got[dropped] == 0 {
+		t.Errorf("written SERVFAIL flood: %v, want limiting", got)
 	}
 }
 
