@@ -540,3 +540,21 @@ func TestLogLimiter(t *testing.T) {
 		t.Errorf("next second: ok %v suppressed %d, want %d", ok, suppressed, 2*maxLogLinesPerSecond)
 	}
 }
+
+func TestIPv6Networks(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 2\n slip-ratio 0\n}", zoneNext, newClock())
+	a := tally(t, h, "2001:db8:0:1::1", false, 5, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	// Same /56 as the first client: same account, already spent.
+	b := tally(t, h, "2001:db8:0:2::7", false, 5, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	// Another /56: its own account.
+	c := tally(t, h, "2001:db8:0:100::1", false, 2, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if a[dropped] == 0 || b[sent] != 0 || c[sent] != 2 {
+		t.Errorf("IPv6 /56 accounts: first %v, same /56 %v, other /56 %v", a, b, c)
+	}
+	// An IPv4-mapped address counts as IPv4.
+	d := tally(t, h, "::ffff:127.0.1.1", false, 5, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	e := tally(t, h, "127.0.1.2", false, 1, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	if d[dropped] == 0 || e[sent] != 0 {
+		t.Errorf("IPv4-mapped: %v, then plain IPv4 in the same /24: %v", d, e)
+	}
+}
