@@ -321,32 +321,49 @@ func encodeHex(dst, src []byte) {
 // fragmentation.
 const defaultUDPSize = 1232
 
-// setCookie stores the hex text cookie in resp's COOKIE option. When resp
-// shares its OPT record with req (a handler that copied it), the record is
-// copied first so that req is left as it came.
-func setCookie(resp, req *dns.Msg, cookie string) {
-	opt := findOPT(resp)
+// cookieOption holds a COOKIE option and what it may need around it, so
+// that attaching it costs one allocation (plus the text) in the usual cases.
+type cookieOption struct {
+	cookie dns.EDNS0_COOKIE
+	opts   [1]dns.EDNS0
+}
+
+// setCookie stores the hex text cookie in resp's COOKIE option, replacing any.
+// It never writes into the request's OPT record or option array, which a
+// handler may have copied into resp.
+func setCookie(resp, req *dns.Msg, text string) {
+	b := &cookieOption{cookie: dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: text}}
+	reqOPT, opt := findOPT(req), findOPT(resp)
 	switch {
 	case opt == nil:
-		opt = newOPT(findOPT(req))
+		opt = newOPT(reqOPT)
 		resp.Extra = append(resp.Extra, opt)
-	case opt == findOPT(req):
+	case opt == reqOPT:
 		cp := *opt
-		cp.Option = append([]dns.EDNS0(nil), opt.Option...)
 		for i, rr := range resp.Extra {
-			if rr == opt {
+			if rr == reqOPT {
 				resp.Extra[i] = &cp
 			}
 		}
 		opt = &cp
 	}
-	for i, o := range opt.Option {
-		if c, ok := o.(*dns.EDNS0_COOKIE); ok && c != nil {
-			opt.Option[i] = &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: cookie}
-			return
+	opt.Option = withCookie(opt.Option, &b.cookie, b.opts[:0])
+}
+
+// withCookie returns options without any COOKIE option and with c at the
+// end, in spare (capacity 1) when options is empty and in a new array
+// otherwise, so that an array shared with the request is never written.
+func withCookie(options []dns.EDNS0, c *dns.EDNS0_COOKIE, spare []dns.EDNS0) []dns.EDNS0 {
+	if len(options) == 0 {
+		return append(spare, c)
+	}
+	out := make([]dns.EDNS0, 0, len(options)+1)
+	for _, o := range options {
+		if _, ok := o.(*dns.EDNS0_COOKIE); !ok {
+			out = append(out, o)
 		}
 	}
-	opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: cookie})
+	return append(out, c)
 }
 
 // newOPT returns an OPT record for a response to a request with reqOPT

@@ -397,3 +397,32 @@ func TestCookiesZeroValue(t *testing.T) {
 	var e Cookies
 	e.Rotate([16]byte{1})
 }
+
+// The response's cookie never lands in the request, whatever the handler
+// shared between the two.
+func TestAddServerCookieLeavesRequestAlone(t *testing.T) {
+	c := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Unix(1700000000, 0)
+	nsid := &dns.EDNS0_NSID{Code: dns.EDNS0NSID, Nsid: "6869"}
+	for name, share := range map[string]func(req, resp *dns.Msg){
+		"same OPT record": func(req, resp *dns.Msg) { resp.Extra = append(resp.Extra, req.IsEdns0()) },
+		"same option array": func(req, resp *dns.Msg) {
+			resp.SetEdns0(1232, false)
+			resp.IsEdns0().Option = req.IsEdns0().Option
+		},
+	} {
+		req := cookieQuery("a.", "0102030405060708")
+		req.IsEdns0().Option = append(req.IsEdns0().Option, nsid)
+		resp := new(dns.Msg).SetReply(req)
+		share(req, resp)
+		c.AddServerCookie(resp, req, client, now)
+		if got := respCookie(req); got != "0102030405060708" || len(req.IsEdns0().Option) != 2 {
+			t.Errorf("%s: request's options now %v", name, req.IsEdns0().Option)
+		}
+		opt := resp.IsEdns0()
+		if len(respCookie(resp)) != 48 || len(opt.Option) != 2 || opt.Option[0] != nsid {
+			t.Errorf("%s: response's options %v", name, opt.Option)
+		}
+	}
+}
