@@ -160,9 +160,11 @@ func signedWildcard(answer []dns.RR, qname string) string {
 }
 
 // nsecWildcard returns the owner of an NSEC record of the authority section
-// that is a wildcard ("*.<origin>") covering qname: in a signed NODATA
+// that is a wildcard ("*.<origin>") above qname: in a signed NODATA
 // synthesised from a wildcard, that NSEC proves the type absent at the
-// wildcard. NSEC3 hashes its owners, so there the caller must say.
+// wildcard. The same NSEC can instead prove that qname is an empty
+// non-terminal (its next name is then below qname), which is no wildcard.
+// NSEC3 hashes its owners, so there the caller must say.
 func nsecWildcard(ns []dns.RR, qname string) string {
 	for _, rr := range ns {
 		nsec, ok := rr.(*dns.NSEC)
@@ -173,7 +175,7 @@ func nsecWildcard(ns []dns.RR, qname string) string {
 		if len(owner) < 2 || owner[0] != '*' || owner[1] != '.' {
 			continue
 		}
-		if isBelow(qname, owner[2:]) {
+		if isBelow(qname, owner[2:]) && !isBelow(nsec.NextDomain, qname) {
 			return owner
 		}
 	}

@@ -112,6 +112,16 @@ func TestTupleClassification(t *testing.T) {
 			wantCat: rrl.AllowanceNoData, wantName: "*.example.org.",
 		},
 		{
+			// *.example.org. sorts before b.example.org., an empty
+			// non-terminal above a.b.example.org.: the NSEC covers it.
+			name: "signed NODATA at an empty non-terminal beside a wildcard", qname: "b.example.org.", qtype: dns.TypeA,
+			ns: []string{
+				soaLine,
+				"*.example.org. 3600 IN NSEC a.b.example.org. TXT RRSIG NSEC",
+			},
+			wantCat: rrl.AllowanceNoData, wantName: "b.example.org.",
+		},
+		{
 			name: "NODATA at the wildcard itself is named after it", qname: "*.example.org.", qtype: dns.TypeMX,
 			ns: []string{
 				soaLine,
