@@ -76,24 +76,34 @@ start() {
 }
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
 
+# cputicks: user and system time of the server so far, in clock ticks.
 cputicks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 
-declare -A qps
+declare -A qps cpu
 for r in $(seq "$rounds"); do
 	for mode in off on; do
 		start "$mode"
-		q=$(dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries" -l "$seconds" -c 8 -q 200 2>&1 |
-			awk '/Queries per second/ {print $4}')
+		before=$(cputicks)
+		out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$tmp/queries" -l "$seconds" -c 8 -q 200 2>&1)
+		after=$(cputicks)
 		stop
+		q=$(awk '/Queries per second/ {print $4}' <<<"$out")
+		n=$(awk '/Queries completed/ {print $3}' <<<"$out")
+		us=$(awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$n" 'BEGIN {printf "%.1f", t/hz*1e6/n}')
 		qps[$mode]+="$q "
-		echo "round $r rrl $mode: $q queries/s"
+		cpu[$mode]+="$us "
+		echo "round $r rrl $mode: $q queries/s, $us us of server CPU per query"
 	done
 done
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+change() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.1f%%", (b-a)/a*100}'; }
 off=$(median <<<"${qps[off]}")
 on=$(median <<<"${qps[on]}")
-echo "median queries/s: rrl off $off, rrl on $on, change $(awk -v a="$off" -v b="$on" 'BEGIN {printf "%+.1f%%", (b-a)/a*100}')"
+echo "median queries/s: rrl off $off, rrl on $on, change $(change "$off" "$on")"
+coff=$(median <<<"${cpu[off]}")
+con=$(median <<<"${cpu[on]}")
+echo "median server CPU per query: rrl off $coff us, rrl on $con us, change $(change "$coff" "$con")"
 
 # CPU time per query at a fixed rate that the machine sustains either way.
 rate=$(awk -v a="$off" 'BEGIN {printf "%d", a/2}')
