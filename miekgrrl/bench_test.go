@@ -119,24 +119,6 @@ func BenchmarkHandlerMiddlewareParallel(b *testing.B) {
 	})
 }
 
-// A client that sends its server cookie back: the limiter is skipped, the
-// cookie is checked and a fresh one is made.
-func BenchmarkHandlerMiddlewareValidCookie(b *testing.B) {
-	inner, _ := benchHandler(b)
-	cookies := NewCookies([16]byte{1})
-	now := time.Now()
-	client := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}
-	first := new(dns.Msg)
-	cookies.AddServerCookie(first, cookieQuery("a.", "0102030405060708"), netipAddr(client), now)
-	req := cookieQuery("www.example.org.", respCookie(first))
-	h := Middleware(benchLimiter(b), inner, Options{Cookies: cookies})
-	w := &discardWriter{remote: client}
-	b.ReportAllocs()
-	for b.Loop() {
-		h.ServeDNS(w, req)
-	}
-}
-
 func BenchmarkSlipReply(b *testing.B) {
 	_, req := benchHandler(b)
 	resp := new(dns.Msg).SetReply(req)
