@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,7 +55,8 @@ const (
 // is safe for concurrent use, including rollover while serving. Make it with
 // NewCookies: the zero value works, but with an all-zero secret.
 type Cookies struct {
-	keys atomic.Pointer[cookieKeys]
+	keys atomic.Pointer[cookieKeys] // read lock-free by Check
+	mu   sync.Mutex                 // serialises rollovers
 }
 
 // cookieKeys is replaced whole on rollover so that a reader never sees a
@@ -77,6 +79,8 @@ func NewCookies(secret [16]byte) *Cookies {
 // current one, keep validating during a rollover (RFC 9018 section 5).
 // New cookies are always made with the current secret.
 func (c *Cookies) SetPrevious(secret [16]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	k := *c.load()
 	k.previous, k.hasPrevious = sipKey(secret), true
 	c.keys.Store(&k)
@@ -84,6 +88,8 @@ func (c *Cookies) SetPrevious(secret [16]byte) {
 
 // Rotate makes secret the current secret and the current one the previous.
 func (c *Cookies) Rotate(secret [16]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	old := c.load()
 	c.keys.Store(&cookieKeys{current: sipKey(secret), previous: old.current, hasPrevious: true})
 }
@@ -91,6 +97,8 @@ func (c *Cookies) Rotate(secret [16]byte) {
 // ForgetPrevious ends a rollover: cookies made with the previous secret no
 // longer validate.
 func (c *Cookies) ForgetPrevious() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	k := *c.load()
 	k.previous, k.hasPrevious = [2]uint64{}, false
 	c.keys.Store(&k)

@@ -426,3 +426,31 @@ func TestAddServerCookieLeavesRequestAlone(t *testing.T) {
 		}
 	}
 }
+
+// Rollover while serving, for the race detector: every check sees one
+// consistent pair of secrets.
+func TestCookieRolloverConcurrent(t *testing.T) {
+	c := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Unix(1700000000, 0)
+	resp := new(dns.Msg)
+	c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
+	req := cookieQuery("a.", respCookie(resp))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			c.Rotate([16]byte{byte(i + 2)})
+			c.SetPrevious([16]byte{1}) // the cookie's secret stays valid throughout
+		}
+	}()
+	for range 2000 {
+		if st := c.Check(req, client, now); st != CookieValid && st != CookieBad {
+			t.Fatalf("state %v", st)
+		}
+	}
+	<-done
+	if st := c.Check(req, client, now); st != CookieValid {
+		t.Errorf("after the rollovers: %v", st)
+	}
+}
