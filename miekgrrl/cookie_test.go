@@ -427,8 +427,8 @@ func TestAddServerCookieLeavesRequestAlone(t *testing.T) {
 	}
 }
 
-// Rollover while serving, for the race detector: every check sees one
-// consistent pair of secrets.
+// Rollover while serving, for the race detector: checks during rollovers
+// neither race nor panic, and the secrets end as the last calls left them.
 func TestCookieRolloverConcurrent(t *testing.T) {
 	c := NewCookies([16]byte{1})
 	client := netip.MustParseAddr("192.0.2.1")
