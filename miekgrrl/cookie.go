@@ -202,7 +202,7 @@ func hashCookie(out *[8]byte, key [2]uint64, clientCookie, head []byte, client n
 
 // ServerCookie returns a fresh version 1 server cookie for clientCookie (8
 // bytes) and client, stamped now, made with the current secret.
-func (c *Cookies) ServerCookie(clientCookie []byte, client netip.Addr, now time.Time) [serverCookieLen]byte {
+func (c *Cookies) ServerCookie(clientCookie []byte, client netip.Addr, now time.Time) [16]byte {
 	var s [serverCookieLen]byte
 	s[0] = cookieVersion
 	binary.BigEndian.PutUint32(s[4:8], uint32(now.Unix()))
