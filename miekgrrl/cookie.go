@@ -200,14 +200,17 @@ func hashCookie(out *[8]byte, key [2]uint64, clientCookie, head []byte, client n
 	binary.LittleEndian.PutUint64(out[:], siphash.Hash(key[0], key[1], in[:n]))
 }
 
-// ServerCookie returns a fresh version 1 server cookie for clientCookie (8
-// bytes) and client, stamped now, made with the current secret.
+// ServerCookie returns a fresh version 1 server cookie for clientCookie and
+// client, stamped now, made with the current secret. A client cookie is 8
+// bytes; a longer one is cut and a shorter one padded with zeros.
 func (c *Cookies) ServerCookie(clientCookie []byte, client netip.Addr, now time.Time) [16]byte {
+	var cc [clientCookieLen]byte
+	copy(cc[:], clientCookie)
 	var s [serverCookieLen]byte
 	s[0] = cookieVersion
 	binary.BigEndian.PutUint32(s[4:8], uint32(now.Unix()))
 	var h [8]byte
-	hashCookie(&h, c.load().current, clientCookie, s[:8], client)
+	hashCookie(&h, c.load().current, cc[:], s[:8], client)
 	copy(s[8:], h[:])
 	return s
 }

@@ -454,3 +454,16 @@ func TestCookieRolloverConcurrent(t *testing.T) {
 		t.Errorf("after the rollovers: %v", st)
 	}
 }
+
+func TestServerCookieClientCookieLength(t *testing.T) {
+	c := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Unix(1700000000, 0)
+	want := c.ServerCookie([]byte{1, 2, 3, 4, 5, 6, 7, 8}, client, now)
+	if got := c.ServerCookie([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}, client, now); got != want {
+		t.Error("a long client cookie is not cut to 8 bytes")
+	}
+	if got := c.ServerCookie([]byte{1, 2, 3, 4, 5, 6, 7}, client, now); got != c.ServerCookie([]byte{1, 2, 3, 4, 5, 6, 7, 0}, client, now) {
+		t.Error("a short client cookie is not padded")
+	}
+}
