@@ -70,14 +70,25 @@ outcome() {
 echo "e2e: building CoreDNS with rrl into $tmp"
 (cd "$repo/coredns" && GOWORK=off go build -o "$tmp/coredns" ./cmd/coredns)
 
-for port in $dns_port $metrics_port; do
-	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-		fail "port $port on 127.0.0.1 is already in use"
-	fi
-done
+# The example listens on fixed ports. CoreDNS sets SO_REUSEPORT, so a second
+# server on a busy port would start and share the queries; if a port is
+# taken, run the example on another one instead.
+in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+	local p=$1
+	while in_use "$p"; do p=$((p + 10000)); done
+	((p < 65536)) || fail "no free port near $1"
+	echo "$p"
+}
+dns_port=$(free_port 1053)
+metrics_port=$(free_port 9153)
+ready_port=$(free_port 8181)
+sed -e "s/:1053 /:$dns_port /" -e "s/127.0.0.1:9153/127.0.0.1:$metrics_port/" \
+	-e "s/127.0.0.1:8181/127.0.0.1:$ready_port/" "$repo/coredns/example/Corefile" >"$tmp/Corefile"
+grep -q ":$dns_port " "$tmp/Corefile" || fail "could not set the port in the example Corefile"
 
-echo "e2e: starting it on coredns/example/Corefile"
-(cd "$repo" && exec "$tmp/coredns" -conf coredns/example/Corefile) >"$tmp/coredns.log" 2>&1 &
+echo "e2e: starting it on coredns/example/Corefile (DNS on 127.0.0.1:$dns_port)"
+(cd "$repo" && exec "$tmp/coredns" -conf "$tmp/Corefile") >"$tmp/coredns.log" 2>&1 &
 pid=$!
 for _ in $(seq 50); do
 	if [[ $(outcome "$(ask ns1.example.test A)") == answered ]]; then
