@@ -54,12 +54,12 @@ func (c *coarseClock) read() int64 {
 }
 
 func (c *coarseClock) start() int64 {
-	now := int64(time.Since(processStart))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.running.Load() {
 		return c.now.Load()
 	}
+	now := max(int64(time.Since(processStart)), c.now.Load())
 	c.now.Store(now)
 	c.idle.Store(false)
 	c.running.Store(true)
@@ -105,10 +105,12 @@ func newInjectedClock(fn func() time.Time) *injectedClock {
 	return &injectedClock{fn: fn, lastWall: fn(), now: int64(time.Hour)}
 }
 
+// read calls fn under the lock, so that concurrent readings are ordered and
+// no step is counted twice.
 func (c *injectedClock) read() int64 {
-	wall := c.fn()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	wall := c.fn()
 	if d := wall.Sub(c.lastWall); d > 0 {
 		c.now += min(int64(d), maxStep, maxClock-c.now)
 	}

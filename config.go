@@ -19,15 +19,15 @@ import (
 //	window                seconds, 1 to 3600                  15
 //	ipv4-prefix-length    bits, 1 to 32                       24
 //	ipv6-prefix-length    bits, 1 to 128                      56
-//	responses-per-second  responses/s, 0 (off) to 1000000     0
-//	referrals-per-second  responses/s, 0 (off) to 1000000     responses-per-second
-//	nodata-per-second     responses/s, 0 (off) to 1000000     responses-per-second
-//	nxdomains-per-second  responses/s, 0 (off) to 1000000     responses-per-second
-//	errors-per-second     responses/s, 0 (off) to 1000000     responses-per-second
-//	all-per-second        responses/s, 0 (off) to 1000000     0
-//	requests-per-second   requests/s, 0 (off) to 1000000      0
-//	slip-ratio            0 (never slip) to 10                2
-//	qps-scale             responses/s, 0 (off) to 1000000     0
+//	responses-per-second  responses/s, 0 (off) or 0.01 to 1e6  0
+//	referrals-per-second  responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
+//	nodata-per-second     responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
+//	nxdomains-per-second  responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
+//	errors-per-second     responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
+//	all-per-second        responses/s, 0 (off) or 0.01 to 1e6  0
+//	requests-per-second   requests/s, 0 (off) or 0.01 to 1e6   0
+//	slip-ratio            0 (never slip) to 10                 2
+//	qps-scale             responses/s, 0 (off) or 1 to 1e6     0
 //	max-table-size        accounts, 1 to 268435456            100000
 //	exempt-clients        addresses or CIDR prefixes          none
 //
@@ -59,8 +59,12 @@ const (
 	rateLast
 )
 
-// maxRate bounds every per-second keyword; it keeps intervals at least 1 µs.
-const maxRate = 1e6
+// minRate and maxRate bound every per-second keyword but 0 (off), keeping
+// the cost of one response between 1 µs and 100 s.
+const (
+	minRate = 0.01
+	maxRate = 1e6
+)
 
 // maxTableSize bounds max-table-size so that account indexes fit in 32 bits
 // with room to spare.
@@ -134,8 +138,8 @@ func (c *Config) SetValue(keyword, value string) error {
 		c.maxTableSize = n
 	case "qps-scale":
 		f, err := parseRate(keyword, value)
-		if err != nil {
-			return err
+		if err != nil || (f > 0 && f < 1) {
+			return fmt.Errorf("rrl: %s %q: want a decimal number, 0 (off) or from 1 to %d", keyword, value, int(maxRate))
 		}
 		c.qpsScale = f
 	case "exempt-clients":
@@ -168,8 +172,8 @@ func parseInt(keyword, value string, min, max int) (int, error) {
 
 func parseRate(keyword, value string) (float64, error) {
 	f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-	if err != nil || math.IsNaN(f) || f < 0 || f > maxRate {
-		return 0, fmt.Errorf("rrl: %s %q: want a decimal number from 0 (off) to %d", keyword, value, int(maxRate))
+	if err != nil || math.IsNaN(f) || f < 0 || (f > 0 && f < minRate) || f > maxRate {
+		return 0, fmt.Errorf("rrl: %s %q: want a decimal number, 0 (off) or from %g to %d", keyword, value, minRate, int(maxRate))
 	}
 	return f, nil
 }
@@ -213,9 +217,11 @@ func parsePrefix(s string) (netip.Prefix, error) {
 }
 
 // SetNowFunc replaces the clock with fn, for tests. Debit then reads fn on
-// every call; the RRL keeps its own time monotonic, so fn stepping backwards
-// stops time for the RRL until fn catches up, and no step overflows anything.
-// A nil fn restores the built-in clock.
+// every call, under a lock that all Debits share. The RRL keeps its own
+// time monotonic: a step of fn backwards counts as no time, after which time
+// runs on at fn's pace; a step forward counts for at most a day; so no step
+// locks a client out or overflows anything. A nil fn restores the built-in
+// clock.
 func (c *Config) SetNowFunc(fn func() time.Time) { c.nowFunc = fn }
 
 // SetObserver registers fn to be told when an account starts being limited
@@ -223,6 +229,31 @@ func (c *Config) SetNowFunc(fn func() time.Time) { c.nowFunc = fn }
 // called synchronously by Debit, outside any lock; it must be quick and safe
 // for concurrent use. A nil fn, the default, costs nothing.
 func (c *Config) SetObserver(fn func(Event)) { c.observer = fn }
+
+// sanitized returns a copy of c for an RRL to keep: with its own exempt
+// list, and with the defaults in place of settings out of range, as in a
+// zero Config that NewConfig did not make.
+func (c *Config) sanitized() Config {
+	d := NewConfig()
+	s := *c
+	s.exempt = append([]netip.Prefix(nil), c.exempt...)
+	if s.window < int64(time.Second) || s.window > 3600*int64(time.Second) {
+		s.window = d.window
+	}
+	if s.ipv4PrefixLength < 1 || s.ipv4PrefixLength > 32 {
+		s.ipv4PrefixLength = d.ipv4PrefixLength
+	}
+	if s.ipv6PrefixLength < 1 || s.ipv6PrefixLength > 128 {
+		s.ipv6PrefixLength = d.ipv6PrefixLength
+	}
+	if s.slipRatio < 0 || s.slipRatio > 10 {
+		s.slipRatio = d.slipRatio
+	}
+	if s.maxTableSize < 1 || s.maxTableSize > maxTableSize {
+		s.maxTableSize = d.maxTableSize
+	}
+	return s
+}
 
 // IsActive reports whether the Config limits anything: whether some
 // allowance, the request limit or all-per-second is non-zero.

@@ -25,12 +25,14 @@ func TestSetValue(t *testing.T) {
 			tc{k, "1.5", false}, tc{k, "", false}, tc{k, "ten", false}, tc{k, "0x10", false})
 	}
 	for k := range rateKeywords {
-		cases = append(cases, tc{k, "0", true}, tc{k, "0.5", true}, tc{k, "5", true}, tc{k, " 7 ", true}, tc{k, "1000000", true},
+		cases = append(cases, tc{k, "0", true}, tc{k, "0.5", true}, tc{k, "0.01", true}, tc{k, "5", true}, tc{k, " 7 ", true}, tc{k, "1000000", true},
+			tc{k, "0.0099", false}, tc{k, "1e-10", false}, tc{k, "5e-324", false},
 			tc{k, "1000000.5", false}, tc{k, "-1", false}, tc{k, "-0.1", false}, tc{k, "NaN", false}, tc{k, "Inf", false},
 			tc{k, "+Inf", false}, tc{k, "-Inf", false}, tc{k, "1e400", false}, tc{k, "", false}, tc{k, "five", false})
 	}
 	cases = append(cases,
-		tc{"qps-scale", "0", true}, tc{"qps-scale", "250", true}, tc{"qps-scale", "-5", false}, tc{"qps-scale", "NaN", false},
+		tc{"qps-scale", "0", true}, tc{"qps-scale", "1", true}, tc{"qps-scale", "250", true}, tc{"qps-scale", "0.5", false},
+		tc{"qps-scale", "-5", false}, tc{"qps-scale", "NaN", false}, tc{"qps-scale", "1000001", false},
 		tc{"exempt-clients", "192.0.2.1", true}, tc{"exempt-clients", "192.0.2.0/24, 2001:db8::/32", true},
 		tc{"exempt-clients", "192.0.2.0/24 2001:db8::1 ::ffff:198.51.100.0/120", true},
 		tc{"exempt-clients", "", false}, tc{"exempt-clients", " , ", false}, tc{"exempt-clients", "192.0.2.0/33", false},
@@ -64,7 +66,8 @@ func TestSetValueErrorNamesRange(t *testing.T) {
 		{"window", "0"}:                 "1 to 3600",
 		{"slip-ratio", "11"}:            "0 to 10",
 		{"ipv6-prefix-length", "200"}:   "1 to 128",
-		{"responses-per-second", "NaN"}: "0 (off) to 1000000",
+		{"responses-per-second", "NaN"}: "0 (off) or from 0.01 to 1000000",
+		{"qps-scale", "0.5"}:            "0 (off) or from 1 to 1000000",
 	} {
 		err := NewConfig().SetValue(kv[0], kv[1])
 		if err == nil || !strings.Contains(err.Error(), want) {

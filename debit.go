@@ -89,7 +89,7 @@ func (d *debit) chargeTuple(allLimited bool) {
 	i, inDebt := d.charge(s, key, byte(cat), rate(cat))
 	d.act, d.rtr = Send, RTOk
 	if inDebt {
-		d.act, d.rtr = r.slipOrDrop(&s.accounts[i], cat), RTRateLimit
+		d.act, d.rtr = r.slipOrDrop(s.at(i), cat), RTRateLimit
 	}
 	if allLimited { // after the slip count advanced, as in BIND
 		d.act, d.rtr = Drop, RTAllLimit
@@ -124,7 +124,7 @@ func (d *debit) charge(s *shard, key uint64, kind byte, k rate) (uint32, bool) {
 		d.event(gone.kind, false, true)
 	}
 	inDebt := s.charge(i, d.now, iv, credit(iv), r.debt(iv))
-	if a := &s.accounts[i]; a.limited != inDebt {
+	if a := s.at(i); a.limited != inDebt {
 		a.limited = inDebt
 		d.event(kind, inDebt, false)
 	}

@@ -44,8 +44,9 @@
 // one response's worth of credit every 1/r seconds. It holds at most one
 // second's worth (at least one response), so a quiet client can send a
 // burst of r responses. Every response costs one, sent or not, and an
-// account may sink at most window seconds into debt: a flood keeps it there
-// (the penalty box), and window seconds of silence free it. While the
+// account may sink at most window seconds into debt (or one response's
+// worth, for rates below one per window): a flood keeps it there (the
+// penalty box), and window seconds of silence free it. While the
 // account is in debt its responses are limited: the first limited response
 // slips, then every slip-ratio-th, and the others are dropped. Errors are
 // never slipped. An account that earns back full credit starts counting
@@ -68,18 +69,23 @@
 // of the wall clock change nothing. Config.SetNowFunc injects another clock
 // for tests; steps back are then ignored and steps forward count for at
 // most a day, so no clock can lock a client out or overflow the arithmetic.
+// An injected clock is read under a lock that all Debits share.
 //
 // # Memory
 //
-// The table holds at most max-table-size accounts of 32 bytes each, plus an
-// index of 4 to 8 bytes per account. When it is full, a new account takes
-// the place of the least recently used account that is in credit, or, when
-// all are in debt, of the least recently used one; so a flood from spoofed
-// sources cannot push out the account of the network it attacks, and a new
-// client is never refused. The table is split into up to 64 shards, each
-// with its own lock and its own least-recently-used order. Accounts are
-// found by a 64-bit hash keyed by a random seed per RRL, so sources and
-// names cannot be chosen to collide; no step scans the table.
+// The table holds at most max-table-size accounts of 28 bytes each,
+// allocated as it fills, and an index of 8-byte slots, at most three
+// quarters full, allocated whole at the start: under 40 bytes per account
+// when the table is full. When it is full, a new account takes the place of
+// an account that has paid off its debt, else of the least recently used
+// account in credit, else of the least recently used one; so a flood from
+// spoofed sources cannot push out the account of the network it attacks,
+// and a new client is never refused. The table is split into up to 64
+// shards, each with its own lock, its own share of max-table-size and its
+// own least-recently-used order, so recycling begins when a shard is full,
+// a little before the table as a whole is. Accounts are found by a 64-bit
+// hash keyed by a random seed per RRL, so sources and names cannot be
+// chosen to collide; no step scans the table or copies it.
 //
 // # Concurrency
 //

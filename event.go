@@ -6,7 +6,10 @@ import "net/netip"
 // with an observer (Config.SetObserver) reports each episode once: Started
 // on the first response the account limits, and !Started on the first
 // response it sends again afterwards, or when the account is recycled while
-// still limited (Evicted; the account's tuple is unknown then).
+// still limited (Evicted; the account's network and tuple are unknown
+// then). An account that stops being asked about stays in its episode
+// until one of those happens (BIND instead reports it after 60 quiet
+// seconds).
 type Event struct {
 	Started bool
 	Evicted bool
@@ -18,6 +21,10 @@ type Event struct {
 	// Network is the client network (the source masked to the prefix length).
 	Network netip.Prefix
 
-	// Tuple is the response that triggered the event, as passed to Debit.
+	// Tuple is the response that triggered the event, as passed to Debit
+	// (an error tuple stands in for a nil or out-of-range one). It is
+	// zero for the per-network limits and for Evicted. Where several
+	// tuples share an account (NODATA of different types, errors), the
+	// stop event carries the tuple that ended the episode.
 	Tuple ResponseTuple
 }

@@ -163,9 +163,10 @@ func load64(s string) uint64 {
 
 // addrOf extracts the client address and transport from a net.Addr without
 // allocating for the standard types. For other implementations it parses
-// String() and asks Network() whether it is UDP. A nil or unparsable source
-// yields the zero Addr (see networkOf) and is taken as UDP, so that it is
-// limited rather than let through.
+// String() and asks Network() whether it is UDP. A source whose address
+// cannot be had (nil, typed nil, unparsable) yields the zero Addr (see
+// networkOf) and is taken as UDP, so that it is limited rather than let
+// through.
 func addrOf(src net.Addr) (netip.Addr, bool) {
 	switch a := src.(type) {
 	case nil:
@@ -178,10 +179,10 @@ func addrOf(src net.Addr) (netip.Addr, bool) {
 		return ip, true
 	case *net.TCPAddr:
 		if a == nil {
-			return netip.Addr{}, false
+			return netip.Addr{}, true
 		}
 		ip, _ := netip.AddrFromSlice(a.IP)
-		return ip, false
+		return ip, !ip.IsValid()
 	}
 	return parseAddr(src)
 }
@@ -194,12 +195,12 @@ func parseAddr(src net.Addr) (ip netip.Addr, udp bool) {
 			ip, udp = netip.Addr{}, true
 		}
 	}()
-	network := src.Network()
-	udp = network == "" || strings.HasPrefix(network, "udp")
 	s := src.String()
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr(), udp
+		ip = ap.Addr()
+	} else if ip, err = netip.ParseAddr(s); err != nil {
+		return netip.Addr{}, true
 	}
-	ip, _ = netip.ParseAddr(s)
-	return ip, udp
+	network := src.Network()
+	return ip, network == "" || strings.HasPrefix(network, "udp")
 }

@@ -28,7 +28,10 @@ func TestOddInputs(t *testing.T) {
 		&net.UDPAddr{},                    // no IP
 		&net.UDPAddr{IP: net.IP{1, 2, 3}}, // three bytes
 		otherAddr{"udp", "not an address"},
+		otherAddr{"tcp", "not an address"}, // unparsable, so not known to be TCP
 		otherAddr{"", ""},
+		&net.TCPAddr{}, // no IP
+		typedNilTCP,
 		udp("0.0.0.0"),
 	}
 	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "0")
@@ -42,9 +45,6 @@ func TestOddInputs(t *testing.T) {
 		if act != want || (i > 0 && rtr != RTRateLimit) {
 			t.Errorf("source %d (%#v): %v %v, want %v as part of 0.0.0.0/24 over UDP", i, src, act, rtr, want)
 		}
-	}
-	if act, _, rtr := r.Debit(typedNilTCP, a); act != Send || rtr != RTNotUDP {
-		t.Errorf("typed nil *net.TCPAddr: %v %v, want Send RTNotUDP", act, rtr)
 	}
 	if act, _, _ := r.DebitAddr(netip.Addr{}, true, a); act != Drop {
 		t.Errorf("zero netip.Addr: %v, want Drop as part of 0.0.0.0/24", act)

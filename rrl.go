@@ -23,30 +23,26 @@ type RRL struct {
 }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
-// which limits nothing. The table's hash index grows with use; the accounts
+// which limits nothing; in a Config not made by NewConfig, settings that
+// are zero or out of range take their defaults. The table's hash index grows with use; the accounts
 // never outnumber max-table-size.
 func NewRRL(cfg *Config) *RRL {
 	if cfg == nil {
 		cfg = NewConfig()
 	}
-	r := &RRL{
-		cfg:      *cfg,
-		seed:     maphash.MakeSeed(),
-		table:    newTable(cfg.maxTableSize),
-		observer: cfg.observer,
-	}
-	r.cfg.exempt = append([]netip.Prefix(nil), cfg.exempt...)
+	r := &RRL{cfg: cfg.sanitized(), seed: maphash.MakeSeed(), observer: cfg.observer}
+	r.table = newTable(r.cfg.maxTableSize)
 	if cfg.nowFunc != nil {
 		r.injected = newInjectedClock(cfg.nowFunc)
 	}
 	for i := range r.intervals {
-		if f := cfg.rate(rate(i)); f > 0 {
+		if f := r.cfg.rate(rate(i)); f > 0 {
 			r.intervals[i] = int64(float64(time.Second) / f)
 			r.active = true
 		}
 	}
-	if cfg.qpsScale > 0 {
-		r.qps = newQPSScaler(cfg.qpsScale)
+	if r.cfg.qpsScale > 0 {
+		r.qps = newQPSScaler(r.cfg.qpsScale)
 	}
 	return r
 }
@@ -71,10 +67,11 @@ func NewRRL(cfg *Config) *RRL {
 //     it, Drop for the others, and always Drop for errors (RTRateLimit).
 //     Otherwise Send (RTOk, or RTNotConfigured if the allowance is 0).
 //
-// Odd input is accounted safely rather than refused: a nil or unparsable src
-// counts as the network 0.0.0.0 (every such source shares one account) over
-// UDP; a nil tuple, or one with a category out of range, counts as an error
-// response. Zones of IPv6 addresses are ignored; IPv4-mapped IPv6 addresses
+// Odd input is accounted safely rather than refused: a src whose address
+// cannot be had (nil, a typed nil, an empty IP, unparsable text) counts as
+// the network 0.0.0.0 over UDP, so every such source shares one account
+// and is limited; a nil tuple, or one with a category out of range, counts
+// as an error response. Zones of IPv6 addresses are ignored; IPv4-mapped IPv6 addresses
 // count as IPv4.
 func (r *RRL) Debit(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
 	addr, udp := addrOf(src)
@@ -121,11 +118,14 @@ func (r *RRL) now() int64 {
 // zeroAfter is true, zeroes them. CacheLength is the number of accounts held.
 func (r *RRL) GetStats(zeroAfter bool) Stats {
 	var sum Stats
+	if r == nil {
+		return sum
+	}
 	for i := range r.table.shards {
 		s := &r.table.shards[i]
 		s.mu.Lock()
 		c := s.stats.Copy(zeroAfter)
-		c.CacheLength = len(s.accounts) - 1
+		c.CacheLength = int(s.n)
 		s.mu.Unlock()
 		sum.Add(&c)
 	}
@@ -191,8 +191,8 @@ func (q *qpsScaler) observe(t *table, s *shard, now int64) {
 	s.qps.Add(1)
 	sec := now / int64(time.Second)
 	old := q.second.Load()
-	if sec == old || !q.second.CompareAndSwap(old, sec) {
-		return
+	if sec <= old || !q.second.CompareAndSwap(old, sec) {
+		return // a reading from before the second turned must not turn it back
 	}
 	var total int64
 	for i := range t.shards {
@@ -217,5 +217,5 @@ func (q *qpsScaler) scale(interval int64) int64 {
 	if f >= 1 {
 		return interval
 	}
-	return max(interval, min(int64(float64(interval)/f), int64(time.Second)))
+	return max(interval, int64(min(float64(interval)/f, float64(time.Second))))
 }

@@ -409,3 +409,65 @@ func TestQPSScale(t *testing.T) {
 		t.Errorf("after the load: %s", got)
 	}
 }
+
+func TestSlipCountRestartsWithFullCredit(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "2", "slip-ratio", "3")
+	src, a := udp("192.0.2.1"), answer("www.example.")
+	if got := actions(r, src, a, 4); got != "SSTD" {
+		t.Fatalf("first second: %s", got)
+	}
+	// A second and a half repays the second of debt and earns one
+	// response, not full credit: the count goes on (D, then T).
+	clock.Advance(1500 * time.Millisecond)
+	if got := actions(r, src, a, 3); got != "SDT" {
+		t.Errorf("after partial credit: %s, want SDT", got)
+	}
+	// After the debt is repaid and full credit earned, the first limited
+	// response slips again, although the count stood at one.
+	debitN(r, src, a, 1)
+	clock.Advance(10 * time.Second)
+	if got := actions(r, src, a, 3); got != "SST" {
+		t.Errorf("after full credit: %s, want SST", got)
+	}
+}
+
+func TestPenaltyBoxBoundary(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "4", "window", "5", "slip-ratio", "0")
+	src, a := udp("192.0.2.1"), answer("www.example.")
+	debitN(r, src, a, 1000) // debt capped at 5 s
+	// 5 s of silence repay exactly the debt: the balance is 0, so the next
+	// response (costing 250 ms) is still limited...
+	clock.Advance(5 * time.Second)
+	if got := actions(r, src, a, 1); got != "D" {
+		t.Errorf("after exactly the window: %s, want D", got)
+	}
+	// ...and 250 ms more earn exactly that response back, then one more.
+	clock.Advance(500 * time.Millisecond)
+	if got := actions(r, src, a, 2); got != "SD" {
+		t.Errorf("a response's worth later: %s, want SD", got)
+	}
+}
+
+func TestQPSScaleIgnoresLateReadings(t *testing.T) {
+	r := newTestRRL(t, nil, "responses-per-second", "10", "qps-scale", "10")
+	// Drive qps-scale's own bookkeeping with explicit times: a busy second,
+	// then a reading from just before the next second began (a goroutine
+	// that read the clock before another turned the second).
+	s := &r.table.shards[0]
+	sec := int64(time.Second)
+	r.qps.observe(r.table, s, 10*sec)
+	for range 100 {
+		r.qps.observe(r.table, s, 10*sec+1)
+	}
+	r.qps.observe(r.table, s, 11*sec)
+	busy := r.qps.factor.Load()
+	if busy > 0.2 {
+		t.Fatalf("after 100 responses in a second the factor is %v", busy)
+	}
+	r.qps.observe(r.table, s, 11*sec-1)
+	if got := r.qps.factor.Load(); got != busy || r.qps.second.Load() != 11 {
+		t.Errorf("a late reading changed the factor to %v and the second to %d", got, r.qps.second.Load())
+	}
+}

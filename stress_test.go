@@ -49,7 +49,9 @@ func stress(t *testing.T, clock *testClock) {
 	var statsMu sync.Mutex
 	var wg sync.WaitGroup
 	done := make(chan struct{})
+	readerDone := make(chan struct{})
 	go func() { // a reader zeroing the counters while Debits run
+		defer close(readerDone)
 		for {
 			select {
 			case <-done:
@@ -79,6 +81,7 @@ func stress(t *testing.T, clock *testClock) {
 	}
 	wg.Wait()
 	close(done)
+	<-readerDone
 	final := r.GetStats(true)
 	statsMu.Lock()
 	defer statsMu.Unlock()

@@ -6,15 +6,20 @@ import (
 )
 
 // The table of accounts is split into shards, each with its own lock, so
-// that Debit calls for different accounts rarely wait for each other. A
-// shard holds at most its share of max-table-size accounts in one slice,
-// finds them through an open-addressing index (linear probing over 8-byte
-// slots, so a miss reads one cache line and no account), and keeps two LRU
-// lists: accounts in credit at their last debit, and accounts in debt. When a shard is full,
-// a new account takes the place of the least recently used account in
-// credit or, if every account is in debt, of the least recently used one
-// (BIND's choice: the victim of a flood stays limited while spoofed sources
-// churn). Every step is O(1): nothing scans the table.
+// that Debit calls for different accounts rarely wait for each other. Each
+// shard holds at most its share of max-table-size accounts, allocated in
+// chunks as it fills (nothing is ever copied or rehashed), finds them
+// through an open-addressing index allocated whole at the start (linear
+// probing over 8-byte slots, so a miss reads one cache line and no
+// account), and keeps two LRU lists: accounts in credit at their last
+// debit, and accounts in debt.
+//
+// When a shard is full, a new account takes the place of, in this order:
+// the least recently used account in debt if it has since paid its debt
+// off; the least recently used account in credit; the least recently used
+// account. So the victim of a flood, whose account stays in debt, keeps it
+// while spoofed sources churn through the rest (BIND's choice). Every step
+// is O(1): nothing scans the table.
 
 // account is one rate-limiting account. Its fields are at most 4-byte
 // aligned, so that it takes 28 bytes rather than 32.
@@ -28,6 +33,12 @@ type account struct {
 	kind         byte   // category or kindRequests/kindAll (for Event)
 }
 
+// pair holds an int64 as two uint32 halves.
+type pair struct{ lo, hi uint32 }
+
+func split(v uint64) pair   { return pair{uint32(v), uint32(v >> 32)} }
+func (p pair) join() uint64 { return uint64(p.hi)<<32 | uint64(p.lo) }
+
 // Account indexes are 1-based so that 0 means none.
 const none = 0
 
@@ -36,11 +47,11 @@ const (
 	listDebt
 )
 
-// pair holds an int64 as two uint32 halves.
-type pair struct{ lo, hi uint32 }
-
-func split(v uint64) pair   { return pair{uint32(v), uint32(v >> 32)} }
-func (p pair) join() uint64 { return uint64(p.hi)<<32 | uint64(p.lo) }
+// Accounts are allocated chunkLen at a time.
+const (
+	chunkBits = 10
+	chunkLen  = 1 << chunkBits
+)
 
 // slot is an entry of a shard's index: the low half of an account's key
 // (which also places the slot) and the account's index; 0 marks it empty.
@@ -54,14 +65,15 @@ const maxLoad = 0.75
 type lru struct{ newest, oldest uint32 }
 
 type shard struct {
-	mu       sync.Mutex
-	accounts []account // accounts[0] is unused, so that index 0 means none
-	slots    []slot    // the index; never more than maxLoad full
-	limit    int       // most accounts this shard may hold
-	lists    [2]lru
-	stats    Stats        // under mu; CacheLength unused
-	qps      atomic.Int64 // responses counted for qps-scale
-	_        [64]byte     // keep neighbouring shards' locks off one cache line
+	mu     sync.Mutex
+	chunks [][]account // accounts 1..n; account 0 is unused
+	n      uint32      // accounts in use
+	limit  uint32      // most accounts this shard may hold
+	slots  []slot      // the index; never more than maxLoad full
+	lists  [2]lru
+	stats  Stats        // under mu; CacheLength unused
+	qps    atomic.Int64 // responses counted for qps-scale
+	_      [64]byte     // keep neighbouring shards' locks off one cache line
 }
 
 type table struct {
@@ -88,12 +100,12 @@ func newTable(size int) *table {
 	}
 	for i := range t.shards {
 		s := &t.shards[i]
-		s.limit = size / n
+		s.limit = uint32(size / n)
 		if i < size%n {
 			s.limit++
 		}
-		s.accounts = make([]account, 1, min(s.limit, 16)+1)
-		s.slots = make([]slot, min(16, s.maxSlots()))
+		s.slots = make([]slot, int(float64(s.limit)/maxLoad)+1)
+		s.chunks = [][]account{make([]account, min(chunkLen, s.limit+1))}
 	}
 	return t
 }
@@ -104,6 +116,8 @@ func (t *table) shard(key uint64) *shard {
 	}
 	return &t.shards[key>>t.shift]
 }
+
+func (s *shard) at(i uint32) *account { return &s.chunks[i>>chunkBits][i&(chunkLen-1)] }
 
 // recycled describes an account whose place a new one took, for Event.
 type recycled struct {
@@ -119,15 +133,11 @@ func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone re
 	if i != none {
 		return i, gone
 	}
-	if len(s.accounts)-1 < s.limit {
+	if s.n < s.limit {
 		i = s.grow()
-		if s.needRehash() {
-			s.rehash()
-			p, _ = s.find(key)
-		}
 	} else {
-		i = s.victim()
-		a := &s.accounts[i]
+		i = s.victim(now)
+		a := s.at(i)
 		gone = recycled{a.kind, a.limited}
 		s.unindex(s.position(a.key.join(), i))
 		s.remove(i)
@@ -135,9 +145,30 @@ func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone re
 		p, _ = s.find(key) // closing the hole may have moved slots
 	}
 	s.slots[p] = slot{lo: uint32(key), i: i}
-	s.accounts[i] = account{key: split(key), tat: split(uint64(now - credit)), kind: kind}
+	*s.at(i) = account{key: split(key), tat: split(uint64(now - credit)), kind: kind}
 	s.push(i, listCredit)
 	return i, gone
+}
+
+// grow takes a new account index, allocating its chunk if need be.
+func (s *shard) grow() uint32 {
+	s.n++
+	if c := int(s.n >> chunkBits); c == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]account, min(chunkLen, s.limit+1-s.n)))
+	}
+	return s.n
+}
+
+// victim chooses the account to recycle in a full shard (see the top of
+// this file).
+func (s *shard) victim(now int64) uint32 {
+	if i := s.lists[listDebt].oldest; i != none && int64(s.at(i).tat.join()) <= now {
+		return i
+	}
+	if i := s.lists[listCredit].oldest; i != none {
+		return i
+	}
+	return s.lists[listDebt].oldest
 }
 
 // home is where key's probe sequence starts: the low half of the key
@@ -161,7 +192,7 @@ func (s *shard) find(key uint64) (int, uint32) {
 		if sl.i == none {
 			return p, none
 		}
-		if sl.lo == lo && s.accounts[sl.i].key.hi == uint32(key>>32) {
+		if sl.lo == lo && s.at(sl.i).key.hi == uint32(key>>32) {
 			return p, sl.i
 		}
 	}
@@ -191,47 +222,6 @@ func (s *shard) unindex(p int) {
 	s.slots[p] = slot{}
 }
 
-// grow appends an account slot and returns its index.
-func (s *shard) grow() uint32 {
-	if len(s.accounts) == cap(s.accounts) {
-		bigger := make([]account, len(s.accounts), min(2*cap(s.accounts), s.limit+1))
-		copy(bigger, s.accounts)
-		s.accounts = bigger
-	}
-	s.accounts = s.accounts[:len(s.accounts)+1]
-	return uint32(len(s.accounts) - 1)
-}
-
-// maxSlots is the length of the index when the shard is full.
-func (s *shard) maxSlots() int { return int(float64(s.limit)/maxLoad) + 1 }
-
-func (s *shard) needRehash() bool {
-	return float64(len(s.accounts)-1) > maxLoad*float64(len(s.slots)) && len(s.slots) < s.maxSlots()
-}
-
-// rehash doubles the index (up to maxSlots) and places every account again.
-func (s *shard) rehash() {
-	old := s.slots
-	s.slots = make([]slot, min(2*len(old), s.maxSlots()))
-	for _, sl := range old {
-		if sl.i != none {
-			p := s.home(sl.lo)
-			for s.slots[p].i != none {
-				p = s.next(p)
-			}
-			s.slots[p] = sl
-		}
-	}
-}
-
-// victim chooses the account to recycle in a full shard.
-func (s *shard) victim() uint32 {
-	if i := s.lists[listCredit].oldest; i != none {
-		return i
-	}
-	return s.lists[listDebt].oldest
-}
-
 // charge debits account i by interval at now and reports whether it is in
 // debt afterwards. The balance (now - tat) earns credit continuously, holds
 // at most credit nanoseconds of it, and sinks at most debt nanoseconds deep.
@@ -239,7 +229,7 @@ func (s *shard) victim() uint32 {
 // An account that has earned back full credit starts its slip count afresh,
 // as BIND's does.
 func (s *shard) charge(i uint32, now, interval, credit, debt int64) bool {
-	a := &s.accounts[i]
+	a := s.at(i)
 	tat := int64(a.tat.join())
 	if full := now - credit; tat <= full {
 		tat, a.slip = full, 0
@@ -251,42 +241,37 @@ func (s *shard) charge(i uint32, now, interval, credit, debt int64) bool {
 	if inDebt {
 		l = listDebt
 	}
-	s.touch(i, l)
+	if a.list != l || s.lists[l].newest != i {
+		s.remove(i)
+		s.push(i, l)
+	}
 	return inDebt
 }
 
-// touch makes account i the newest of list l.
-func (s *shard) touch(i uint32, l uint8) {
-	a := &s.accounts[i]
-	if a.list == l && s.lists[l].newest == i {
-		return
-	}
-	s.remove(i)
-	s.push(i, l)
-}
-
+// push makes account i the newest of list l.
 func (s *shard) push(i uint32, l uint8) {
-	a := &s.accounts[i]
+	a := s.at(i)
 	list := &s.lists[l]
 	a.list, a.older, a.newer = l, list.newest, none
 	if list.newest != none {
-		s.accounts[list.newest].newer = i
+		s.at(list.newest).newer = i
 	} else {
 		list.oldest = i
 	}
 	list.newest = i
 }
 
+// remove takes account i out of its list.
 func (s *shard) remove(i uint32) {
-	a := &s.accounts[i]
+	a := s.at(i)
 	list := &s.lists[a.list]
 	if a.older != none {
-		s.accounts[a.older].newer = a.newer
+		s.at(a.older).newer = a.newer
 	} else {
 		list.oldest = a.newer
 	}
 	if a.newer != none {
-		s.accounts[a.newer].older = a.older
+		s.at(a.newer).older = a.older
 	} else {
 		list.newest = a.older
 	}

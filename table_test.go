@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -115,25 +116,53 @@ func TestShardIndex(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			key |= 0xFFFFFFF0 // homes at the very end of the index
 		}
-		before := s.accounts[s.victim()].key.join()
-		full := len(s.accounts)-1 == s.limit
+		before := s.at(s.victim(0)).key.join()
+		full := s.n == s.limit
 		i, _ := s.get(key, 0, 1, 0)
 		if full && !held[key] {
 			delete(held, before)
 		}
 		held[key] = true
-		if got := s.accounts[i].key.join(); got != key {
+		if got := s.at(i).key.join(); got != key {
 			t.Fatalf("get(%#x) returned the account of %#x", key, got)
 		}
-		if len(held) > s.limit || len(held) != len(s.accounts)-1 {
-			t.Fatalf("model holds %d, shard %d, limit %d", len(held), len(s.accounts)-1, s.limit)
+		if len(held) > int(s.limit) || len(held) != int(s.n) {
+			t.Fatalf("model holds %d, shard %d, limit %d", len(held), s.n, s.limit)
 		}
 		if n%97 == 0 {
 			for k := range held {
-				if _, i := s.find(k); i == none || s.accounts[i].key.join() != k {
+				if _, i := s.find(k); i == none || s.at(i).key.join() != k {
 					t.Fatalf("after %d insertions %#x is held but not found", n, k)
 				}
 			}
 		}
+	}
+}
+
+func TestVictimPrefersRepaidDebt(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "1", "max-table-size", "2", "slip-ratio", "0")
+	src := udp("192.0.2.1")
+	debitN(r, src, answer("a."), 2) // a: in debt by one second
+	clock.Advance(2 * time.Second)  // a has repaid, but is still on the debt list
+	debitN(r, src, answer("b."), 1) // b: in credit, used more recently than a
+	debitN(r, src, answer("c."), 1) // recycles a, not b
+	if got := actions(r, src, answer("b."), 2); got != "DD" {
+		t.Errorf("b: %s, want DD: b's account, spent, was kept", got)
+	}
+}
+
+func TestLRUOrderWithinList(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "10", "max-table-size", "3", "slip-ratio", "0")
+	src := udp("192.0.2.1")
+	for _, n := range []string{"a.", "b.", "c.", "a."} { // a used again: b is now the oldest
+		debitN(r, src, answer(n), 1)
+	}
+	debitN(r, src, answer("d."), 1) // recycles b
+	if got := debitN(r, src, answer("a."), 9); got.drop != 1 {
+		t.Errorf("a: %+v, want one drop (its account, with two responses spent, kept)", got)
+	}
+	if got := debitN(r, src, answer("b."), 10); got.drop != 0 {
+		t.Errorf("b: %+v, want no drop (its account recycled)", got)
 	}
 }
