@@ -46,7 +46,7 @@ func (c *metaContext) withMetadata(ctx context.Context) context.Context {
 	if c.meta == nil {
 		c.meta = metadata.ContextWithMetadata(context.Background())
 		c.md = metadata.ValueFuncs(c.meta)
-	} else {
+	} else if len(c.md) > 0 {
 		clear(c.md)
 	}
 	c.parent, c.own = ctx, true

@@ -35,20 +35,21 @@ type recorder struct {
 var recorders = sync.Pool{New: func() any { return new(recorder) }}
 
 // getRecorder takes a recorder from the pool, so that a query costs no
-// allocation for it.
+// allocation for it. Every field but ctx is set here.
 func getRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, client netip.Addr, now time.Time, cookie miekgrrl.CookieState, hold bool) *recorder {
 	rec := recorders.Get().(*recorder)
 	rec.ResponseWriter, rec.req, rec.h = w, r, h
 	rec.client, rec.now, rec.cookie, rec.hold = client, now, cookie, hold
+	rec.msg, rec.held, rec.passedThrough = nil, false, false
 	return rec
 }
 
-// putRecorder returns rec to the pool without references that would keep
-// a request's messages alive.
+// putRecorder returns rec to the pool, dropping the references that would
+// keep a request's messages and writer alive; the rest is overwritten by
+// the next getRecorder.
 func putRecorder(rec *recorder) {
-	ctx := rec.ctx
-	ctx.parent, ctx.own = nil, false
-	*rec = recorder{ctx: ctx}
+	rec.ResponseWriter, rec.req, rec.msg = nil, nil, nil
+	rec.ctx.parent, rec.ctx.own = nil, false
 	recorders.Put(rec)
 }
 
