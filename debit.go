@@ -1,9 +1,6 @@
 package rrl
 
-import (
-	"hash/maphash"
-	"net/netip"
-)
+import "net/netip"
 
 // debit is one Debit call in progress: its inputs, its verdict so far, and
 // the observer events it owes once every lock is released.
@@ -62,9 +59,7 @@ func (d *debit) run() {
 // chargeNetwork debits the client network's account of the given kind and
 // reports whether it is in debt.
 func (d *debit) chargeNetwork(kind byte, k rate) bool {
-	var hdr [keyLen]byte
-	d.net.header(&hdr, kind, 0, 0)
-	key := maphash.Bytes(d.r.seed, hdr[:])
+	key := d.r.key(d.net, kind, 0, 0, "")
 	s := d.r.table.shard(key)
 	s.mu.Lock()
 	_, inDebt := d.charge(s, key, kind, k)
@@ -77,13 +72,8 @@ func (d *debit) chargeNetwork(kind byte, k rate) bool {
 func (d *debit) chargeTuple(allLimited bool) {
 	r, t := d.r, d.tuple
 	cat := t.AllowanceCategory
-	var hdr [keyLen]byte
-	d.tupleHeader(&hdr)
-	name := t.SalientName
-	if cat == AllowanceError {
-		name = ""
-	}
-	key := r.key(&hdr, name)
+	class, qtype, name := tupleKey(t)
+	key := r.key(d.net, byte(cat), class, qtype, name)
 	s := r.table.shard(key)
 	s.mu.Lock()
 	i, inDebt := d.charge(s, key, byte(cat), rate(cat))
@@ -98,19 +88,20 @@ func (d *debit) chargeTuple(allLimited bool) {
 	s.mu.Unlock()
 }
 
-// tupleHeader is the fixed part of the tuple's key: BIND compares class,
-// type and name for answers; class and name for referrals and NODATA; the
-// name (the zone) for NXDOMAIN; and nothing but the network for errors.
-func (d *debit) tupleHeader(hdr *[keyLen]byte) {
-	t := d.tuple
+// tupleKey returns the parts of a tuple that its account key holds: BIND
+// compares class, type and name for answers; class and name for referrals
+// and NODATA; the name (the zone) for NXDOMAIN; and nothing but the
+// network for errors.
+func tupleKey(t *ResponseTuple) (class, qtype uint16, name string) {
 	switch t.AllowanceCategory {
 	case AllowanceAnswer:
-		d.net.header(hdr, byte(t.AllowanceCategory), t.Class, t.Type)
+		return t.Class, t.Type, t.SalientName
 	case AllowanceReferral, AllowanceNoData:
-		d.net.header(hdr, byte(t.AllowanceCategory), t.Class, 0)
-	default:
-		d.net.header(hdr, byte(t.AllowanceCategory), 0, 0)
+		return t.Class, 0, t.SalientName
+	case AllowanceNXDomain:
+		return 0, 0, t.SalientName
 	}
+	return 0, 0, ""
 }
 
 // charge finds or creates the account for key in s (whose lock the caller
@@ -194,9 +185,6 @@ func limitName(kind byte) string {
 
 // isExempt reports whether src is in exempt-clients.
 func (r *RRL) isExempt(src netip.Addr) bool {
-	if len(r.cfg.exempt) == 0 {
-		return false
-	}
 	src = src.Unmap().WithZone("")
 	for _, p := range r.cfg.exempt {
 		if p.Contains(src) {

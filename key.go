@@ -21,13 +21,14 @@ const (
 	kindAll
 )
 
-// keyLen is the fixed part of a key: the network (16 bytes), kind, family,
-// class and type, then room for either the name (if it is short) or the
-// hash of the name.
+// keyHeaderLen is the fixed part of a hashed key: the network (16 bytes),
+// kind, family, class and type. The name follows, if it is at most
+// shortName bytes long, or else the name's own hash; longNameKind marks
+// the second form in the kind byte so that the two cannot meet.
 const (
 	keyHeaderLen = 16 + 1 + 1 + 2 + 2
-	keyLen       = keyHeaderLen + 8
 	shortName    = 64
+	longNameKind = 0x80
 )
 
 // network is a client network: the source address masked to the prefix
@@ -80,7 +81,8 @@ func (n network) prefix() netip.Prefix {
 }
 
 // header writes the fixed part of a key into b.
-func (n network) header(b *[keyLen]byte, kind byte, class, qtype uint16) {
+func (n network) header(b []byte, kind byte, class, qtype uint16) {
+	_ = b[keyHeaderLen-1]
 	binary.BigEndian.PutUint64(b[0:], n.hi)
 	binary.BigEndian.PutUint64(b[8:], n.lo)
 	b[16] = kind
@@ -92,21 +94,22 @@ func (n network) header(b *[keyLen]byte, kind byte, class, qtype uint16) {
 	binary.BigEndian.PutUint16(b[20:], qtype)
 }
 
-// key hashes a header and a name into an account key, the name folded to
-// lower case (ASCII) and without its trailing dot, so that "Example.COM."
-// and "example.com" match. A short name is folded into a buffer after the
-// header and hashed with it in one call; a longer one is hashed apart, and
-// its hash takes its place after the header.
-func (r *RRL) key(hdr *[keyLen]byte, name string) uint64 {
+// key hashes an account's identity into its key: the client network, the
+// kind of account, class, type and name, the name folded to lower case
+// (ASCII) and without its trailing dot, so that "Example.COM." and
+// "example.com" match. The header and a short name are written straight
+// into one buffer and hashed in one call.
+func (r *RRL) key(n network, kind byte, class, qtype uint16, name string) uint64 {
 	name = strings.TrimSuffix(name, ".")
+	var buf [keyHeaderLen + shortName]byte
 	if len(name) <= shortName {
-		var buf [keyHeaderLen + shortName]byte
-		copy(buf[:], hdr[:keyHeaderLen])
+		n.header(buf[:], kind, class, qtype)
 		foldLower(buf[keyHeaderLen:], name)
 		return maphash.Bytes(r.seed, buf[:keyHeaderLen+len(name)])
 	}
-	binary.BigEndian.PutUint64(hdr[keyHeaderLen:], r.nameHash(name))
-	return maphash.Bytes(r.seed, hdr[:])
+	n.header(buf[:], kind|longNameKind, class, qtype)
+	binary.BigEndian.PutUint64(buf[keyHeaderLen:], r.nameHash(name))
+	return maphash.Bytes(r.seed, buf[:keyHeaderLen+8])
 }
 
 // nameHash hashes a long name in pieces, which gives the same value as
@@ -136,21 +139,31 @@ func upperBytes(w uint64) uint64 {
 
 // foldLower copies as much of s into dst as fits, lower-casing ASCII
 // letters eight bytes at a time, and returns the number of bytes copied.
+// Folding twice changes nothing, so the last eight bytes are folded as one
+// word even where they overlap the word before.
 func foldLower(dst []byte, s string) int {
 	n := min(len(dst), len(s))
-	i := 0
-	for ; i+8 <= n; i += 8 {
-		w := load64(s[i : i+8])
-		binary.LittleEndian.PutUint64(dst[i:], w|upperBytes(w)>>2) // 0x80>>2 is the case bit
-	}
-	for ; i < n; i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+	if n < 8 {
+		for i := range n {
+			c := s[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dst[i] = c
 		}
-		dst[i] = c
+		return n
 	}
+	for i := 0; i < n-8; i += 8 {
+		foldWord(dst[i:], s[i:])
+	}
+	foldWord(dst[n-8:], s[n-8:])
 	return n
+}
+
+// foldWord lower-cases the first eight bytes of s into dst.
+func foldWord(dst []byte, s string) {
+	w := load64(s[:8])
+	binary.LittleEndian.PutUint64(dst, w|upperBytes(w)>>2) // 0x80>>2 is the case bit
 }
 
 // load64 reads eight bytes of a string as a little-endian word (the

@@ -28,3 +28,28 @@ func TestFoldLower(t *testing.T) {
 		}
 	}
 }
+
+func TestFoldLowerLengths(t *testing.T) {
+	const alphabet = "aZ.-Q9\x80\xffMz@["
+	for n := 0; n <= 80; n++ {
+		in := make([]byte, n)
+		for i := range in {
+			in[i] = alphabet[(i*7+n)%len(alphabet)]
+		}
+		wantBytes := make([]byte, n)
+		for i, c := range in {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			wantBytes[i] = c
+		}
+		want := string(wantBytes)
+		for _, room := range []int{n, n + 3, n / 2} {
+			got := make([]byte, room)
+			k := foldLower(got, string(in))
+			if k != min(n, room) || string(got[:k]) != want[:k] {
+				t.Fatalf("foldLower(%q) into %d bytes = %q (%d), want %q", in, room, got[:k], k, want[:min(n, room)])
+			}
+		}
+	}
+}

@@ -84,8 +84,9 @@ func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action,
 	if r == nil {
 		return Send, IPNotConfigured, RTNotConfigured
 	}
-	d := debit{r: r, net: r.networkOf(src), udp: udp, tuple: tupleOrError(tuple), now: r.now()}
-	if r.isExempt(src) {
+	var d debit // filled field by field: a composite literal is built aside and copied
+	d.r, d.net, d.udp, d.tuple, d.now = r, r.networkOf(src), udp, tupleOrError(tuple), r.now()
+	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
 		d.act, d.ipr, d.rtr = Send, IPExempt, RTNotReached
 		d.countAlone()
 		return d.act, d.ipr, d.rtr
