@@ -1,0 +1,110 @@
+package rrl
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/metadata"
+	"github.com/coredns/coredns/plugin/test"
+	"github.com/miekg/dns"
+)
+
+// lockedCapture is a capture that several goroutines may write to.
+type lockedCapture struct {
+	test.ResponseWriter
+	mu   sync.Mutex
+	msgs []*dns.Msg
+}
+
+func (c *lockedCapture) WriteMsg(m *dns.Msg) error {
+	c.mu.Lock()
+	c.msgs = append(c.msgs, m)
+	c.mu.Unlock()
+	return nil
+}
+
+// TestConcurrentRequestsKeepTheirOwnState runs requests in parallel through
+// the pooled recorders: each must get its own answer, and the wildcard
+// metadata of one request must never show in another.
+func TestConcurrentRequestsKeepTheirOwnState(t *testing.T) {
+	next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		if f := metadata.ValueFunc(ctx, wildcardLabel); f != nil {
+			t.Errorf("wildcard metadata %q leaked into %s", f(), r.Question[0].Name)
+		}
+		return zoneNext(ctx, w, r)
+	})
+	h := testHandler(t, "{\n responses-per-second 1000000\n}", next, nil)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 300 {
+				name := "h" + strconv.Itoa(g) + "-" + strconv.Itoa(i) + ".example.org."
+				if i%2 == 0 {
+					name = "h" + strconv.Itoa(g) + "-" + strconv.Itoa(i) + ".wild.example.org."
+				}
+				w := &lockedCapture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0." + strconv.Itoa(g) + ".1"}}
+				r := query(name, dns.TypeA)
+				r.Id = uint16(i)
+				h.ServeDNS(context.Background(), w, r)
+				if len(w.msgs) != 1 || w.msgs[0].Id != r.Id || w.msgs[0].Question[0].Name != name {
+					t.Errorf("request %s got %v", name, w.msgs)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestUndecodableWritePassesThrough: bytes that are not a DNS message are
+// written as they are, since nothing can be said about them.
+func TestUndecodableWritePassesThrough(t *testing.T) {
+	var wrote []byte
+	h := testHandler(t, "{\n responses-per-second 1\n}", plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		w.Write([]byte{1, 2, 3})
+		return dns.RcodeSuccess, nil
+	}), newClock())
+	for range 5 {
+		w := &rawCapture{onWrite: func(b []byte) { wrote = append(wrote, b...) }}
+		if _, err := h.ServeDNS(context.Background(), w, query("www.example.org.", dns.TypeA)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(wrote) != 15 {
+		t.Errorf("wrote %d bytes, want the 5 writes of 3 bytes passed through", len(wrote))
+	}
+}
+
+type rawCapture struct {
+	test.ResponseWriter
+	onWrite func([]byte)
+}
+
+func (c *rawCapture) Write(b []byte) (int, error) { c.onWrite(b); return len(b), nil }
+
+// TestTCPStreamsEveryMessage: over TCP every message a plugin writes (a
+// zone transfer writes many) goes out at once and in order.
+func TestTCPStreamsEveryMessage(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n}", plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		for i := range 3 {
+			m := new(dns.Msg)
+			m.SetReply(r)
+			m.Answer = []dns.RR{test.A("www.example.org. 300 IN A 192.0.2." + strconv.Itoa(i+1))}
+			w.WriteMsg(m)
+		}
+		return dns.RcodeSuccess, nil
+	}), newClock())
+	w := &capture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0.1.1", TCP: true}}
+	h.ServeDNS(context.Background(), w, query("www.example.org.", dns.TypeAXFR))
+	if len(w.msgs) != 3 {
+		t.Fatalf("%d messages over TCP, want 3", len(w.msgs))
+	}
+	for i, m := range w.msgs {
+		if got := m.Answer[0].(*dns.A).A.String(); got != "192.0.2."+strconv.Itoa(i+1) {
+			t.Errorf("message %d carries %s", i, got)
+		}
+	}
+}
