@@ -68,6 +68,13 @@ shared.test.:%[1]d {
         errors-per-second 5
     }
 }
+report.test.:%[1]d {
+    bind 127.0.0.1
+    rrl {
+        errors-per-second 2
+        log-only
+    }
+}
 `
 
 var (
@@ -330,6 +337,20 @@ func TestIntegrationBlocksDoNotShareAccounts(t *testing.T) {
 	res := burst(t, "127.0.8.1", repeat(3, func(int) *dns.Msg { return q("shared.test.", dns.TypeA) }))
 	if res.answered != 3 {
 		t.Errorf("other server block on the same listener: %v; want all 3 answered", res)
+	}
+}
+
+// TestIntegrationReportOnly: with log-only (report-only) everything is sent,
+// and the metrics say what would have been dropped.
+func TestIntegrationReportOnly(t *testing.T) {
+	startServer(t)
+	res := burst(t, "127.0.11.1", repeat(20, func(int) *dns.Msg { return q("report.test.", dns.TypeA) }))
+	if res.answered != 20 {
+		t.Errorf("report-only: %v; want everything answered", res)
+	}
+	page := scrape(t)
+	if v := metricValue(t, page, `coredns_rrl_responses_total{action="drop",category="error",server="dns://127.0.0.1:`+port()+`",zone="report.test."}`); v < 10 {
+		t.Errorf("report-only counted %v would-be drops, want most of 20", v)
 	}
 }
 
