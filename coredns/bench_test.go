@@ -111,3 +111,17 @@ func TestAllocations(t *testing.T) {
 		t.Errorf("rrl adds %.1f allocations per query, budget 4", added)
 	}
 }
+
+// BenchmarkRRLEDNS is BenchmarkRRL with an OPT record in the query, as
+// resolvers send: the cookie check and a clock reading are added.
+func BenchmarkRRLEDNS(b *testing.B) {
+	h := testHandler(b, "{\n responses-per-second 1000000\n}", trivialNext(), nil)
+	ws := benchClients()
+	r := query("www.example.org.", dns.TypeA)
+	r.SetEdns0(1232, true)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		h.ServeDNS(ctx, ws[i&255], r)
+	}
+}

@@ -74,7 +74,9 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	udp = udp && !h.streamOnly
 	var now time.Time
 	cookie := miekgrrl.CookieNone
-	if r.IsEdns0() != nil {
+	if hasCookie(r) {
+		// Only cookies need the time, and reading the clock costs more
+		// than the rest of the cookie check.
 		now = time.Now()
 		cookie = h.cookies.Check(r, client, now)
 	}
@@ -157,9 +159,8 @@ func (h *RRL) deliver(rec *recorder, act core.Action, now time.Time) {
 	case core.Send:
 		rec.send(rec.msg)
 	case core.Slip:
-		if now.IsZero() {
-			now = time.Now()
-		}
+		// now is set when the request has a cookie, the only case in which
+		// SlipReply uses it.
 		rec.ResponseWriter.WriteMsg(miekgrrl.SlipReply(rec.req, rec.msg, h.cookies, rec.client, now))
 	}
 }
@@ -209,6 +210,20 @@ func clientAddr(a net.Addr) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return ap.Addr().Unmap(), a.Network() == "udp"
+}
+
+// hasCookie reports whether r carries an EDNS COOKIE option.
+func hasCookie(r *dns.Msg) bool {
+	opt := r.IsEdns0()
+	if opt == nil {
+		return false
+	}
+	for _, o := range opt.Option {
+		if o.Option() == dns.EDNS0COOKIE {
+			return true
+		}
+	}
+	return false
 }
 
 // errorReply builds the response the server would write for an rcode that

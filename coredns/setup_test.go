@@ -131,6 +131,7 @@ func TestParseInvalid(t *testing.T) {
 		input, want string
 	}{
 		{"rrl {\n no-such-thing 1\n}", "unknown property"},
+		{"rrl {\n responses-per-second 0.001\n}", "responses-per-second"},
 		{"rrl {\n report-only yes\n}", "report-only takes no value"},
 		{"rrl {\n log-only 1\n}", "log-only takes no value"},
 		{"rrl {\n exempt-clients\n}", "exempt-clients needs at least one"},
