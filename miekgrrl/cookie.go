@@ -1,12 +1,14 @@
 package miekgrrl
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/dchest/siphash"
 	"github.com/miekg/dns"
@@ -49,18 +51,30 @@ const (
 	MaxCookieFuture = 5 * time.Minute
 )
 
+// cookieResendAge is how old a valid server cookie made with the current
+// secret may be and still be sent back to the client as it came rather than
+// replaced by a fresh one: RFC 9018 section 4.3 asks for a new cookie once
+// the old one is half an hour old, and allows re-sending a younger one.
+const cookieResendAge = 30 * time.Minute
+
 // Cookies makes and checks DNS server cookies in the interoperable format of
 // RFC 9018 (version 1, SipHash-2-4), so that servers of one anycast set that
 // share the secret accept each other's cookies, whatever their software. It
-// is safe for concurrent use, including rollover while serving. Make it with
-// NewCookies: the zero value works, but with an all-zero secret.
+// is safe for concurrent use, including rollover while serving.
+//
+// An all-zero secret is never used: anyone could make cookies with it.
+// NewCookies and Rotate given one, and a zero-value Cookies on first use,
+// draw a random secret from crypto/rand instead (good for a single server,
+// not for an anycast set, whose servers must share theirs); SetPrevious
+// given one leaves no previous secret.
 type Cookies struct {
 	keys atomic.Pointer[cookieKeys] // read lock-free by Check
 	mu   sync.Mutex                 // serialises rollovers
 }
 
 // cookieKeys is replaced whole on rollover so that a reader never sees a
-// half-written secret.
+// half-written secret. current is never all zero; previous is all zero
+// exactly when there is no previous secret.
 type cookieKeys struct {
 	current     [2]uint64
 	previous    [2]uint64
@@ -69,29 +83,33 @@ type cookieKeys struct {
 
 // NewCookies returns Cookies that make server cookies with secret. The secret
 // must be random (crypto/rand) and shared by every server of an anycast set.
+// An all-zero secret is replaced by a random one.
 func NewCookies(secret [16]byte) *Cookies {
 	c := new(Cookies)
-	c.keys.Store(&cookieKeys{current: sipKey(secret)})
+	c.keys.Store(&cookieKeys{current: currentKey(secret)})
 	return c
 }
 
 // SetPrevious makes cookies made with secret, the secret used before the
 // current one, keep validating during a rollover (RFC 9018 section 5).
-// New cookies are always made with the current secret.
+// New cookies are always made with the current secret. An all-zero secret
+// is taken as none: cookies made with it never validate.
 func (c *Cookies) SetPrevious(secret [16]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := *c.load()
-	k.previous, k.hasPrevious = sipKey(secret), true
+	k.previous = sipKey(secret)
+	k.hasPrevious = k.previous != [2]uint64{}
 	c.keys.Store(&k)
 }
 
 // Rotate makes secret the current secret and the current one the previous.
+// An all-zero secret is replaced by a random one.
 func (c *Cookies) Rotate(secret [16]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.load()
-	c.keys.Store(&cookieKeys{current: sipKey(secret), previous: old.current, hasPrevious: true})
+	c.keys.Store(&cookieKeys{current: currentKey(secret), previous: old.current, hasPrevious: true})
 }
 
 // ForgetPrevious ends a rollover: cookies made with the previous secret no
@@ -104,14 +122,24 @@ func (c *Cookies) ForgetPrevious() {
 	c.keys.Store(&k)
 }
 
-var zeroKeys cookieKeys
-
-// load returns the keys, all zero for a Cookies not made by NewCookies.
+// load returns the keys. A Cookies not made by NewCookies gets a random
+// secret the first time it is used.
 func (c *Cookies) load() *cookieKeys {
 	if k := c.keys.Load(); k != nil {
 		return k
 	}
-	return &zeroKeys
+	var secret [16]byte // all zero: currentKey draws a random one
+	c.keys.CompareAndSwap(nil, &cookieKeys{current: currentKey(secret)})
+	return c.keys.Load()
+}
+
+// currentKey returns the SipHash key for secret, or for a random secret
+// when secret is all zero.
+func currentKey(secret [16]byte) [2]uint64 {
+	for secret == [16]byte{} {
+		rand.Read(secret[:]) // never fails (it crashes the program instead)
+	}
+	return sipKey(secret)
 }
 
 func sipKey(secret [16]byte) [2]uint64 {
@@ -122,61 +150,104 @@ func sipKey(secret [16]byte) [2]uint64 {
 // means that the server cookie is 16 bytes of version 1, made by this server
 // (current or previous secret) for this client cookie and client address, and
 // stamped no more than MaxCookieAge before now and no more than
-// MaxCookieFuture after it. A nil c, req or client never validates.
+// MaxCookieFuture after it. A malformed option (see MalformedCookie) is
+// CookieBad. A nil c, req or client never validates.
 func (c *Cookies) Check(req *dns.Msg, client netip.Addr, now time.Time) CookieState {
-	st, _, _ := c.check(req, client, now)
-	return st
+	o, n := cookieOptions(req)
+	if n == 0 {
+		return CookieNone
+	}
+	return c.classify(o, n, client, now).state
 }
 
-// check is Check that also returns the client cookie, when there is one, for
-// the response's cookie: the middleware decodes the option once.
-func (c *Cookies) check(req *dns.Msg, client netip.Addr, now time.Time) (st CookieState, cc [clientCookieLen]byte, hasCC bool) {
-	raw, ok := requestCookie(req)
-	if !ok {
-		return CookieNone, cc, false
+// MalformedCookie reports whether req carries a COOKIE option that RFC 7873
+// section 5.2.2 says to answer with FORMERR: one that is not 8 bytes long
+// nor 16 to 40, or several COOKIE options. The middleware answers such
+// requests so itself.
+func MalformedCookie(req *dns.Msg) bool {
+	o, n := cookieOptions(req)
+	if n == 0 {
+		return false
+	}
+	if n > 1 {
+		return true
 	}
 	var buf [clientCookieLen + maxServerCookieLen]byte
-	n, ok := decodeCookie(buf[:], raw)
-	if !ok {
-		return CookieBad, cc, false
-	}
-	copy(cc[:], buf[:])
-	switch {
-	case n == clientCookieLen:
-		st = CookieClientOnly
-	case c == nil || n != clientCookieLen+serverCookieLen || !client.IsValid():
-		st = CookieBad // includes other servers' formats: we cannot check them
-	case c.valid(buf[:n], client, now):
-		st = CookieValid
-	default:
-		st = CookieBad
-	}
-	return st, cc, true
+	_, ok := decodeCookie(buf[:], o.Cookie)
+	return !ok
 }
 
-// valid checks a 24-byte cookie (client cookie, then server cookie).
-func (c *Cookies) valid(cookie []byte, client netip.Addr, now time.Time) bool {
+// cookieInfo is what a request's COOKIE option amounts to, for the
+// middleware, which decodes the option once.
+type cookieInfo struct {
+	opt       *dns.EDNS0_COOKIE // the request's option
+	state     CookieState
+	malformed bool                  // FORMERR (RFC 7873 section 5.2.2)
+	cc        [clientCookieLen]byte // the client cookie, if hasCC
+	hasCC     bool
+	// resend is set when the option holds a valid server cookie made with
+	// the current secret less than cookieResendAge ago: the response may
+	// carry the option as it came (RFC 9018 section 4.3).
+	resend bool
+}
+
+// classify is Check for the first of the n COOKIE options of a request.
+func (c *Cookies) classify(o *dns.EDNS0_COOKIE, n int, client netip.Addr, now time.Time) (ci cookieInfo) {
+	ci.opt = o
+	var buf [clientCookieLen + maxServerCookieLen]byte
+	l, ok := decodeCookie(buf[:], o.Cookie)
+	if !ok || n > 1 {
+		ci.state, ci.malformed = CookieBad, true
+		return ci
+	}
+	copy(ci.cc[:], buf[:])
+	ci.hasCC = true
+	switch {
+	case l == clientCookieLen:
+		ci.state = CookieClientOnly
+	case c == nil || l != clientCookieLen+serverCookieLen || !client.IsValid():
+		ci.state = CookieBad // includes other servers' formats: we cannot check them
+	default:
+		ok, current, age := c.valid(buf[:l], client, now)
+		if ok {
+			ci.state = CookieValid
+			ci.resend = current && age < int64(cookieResendAge/time.Second)
+		} else {
+			ci.state = CookieBad
+		}
+	}
+	return ci
+}
+
+// valid checks a 24-byte cookie (client cookie, then server cookie). It
+// reports whether the current secret made it, and its age in seconds
+// (negative when stamped in the future).
+func (c *Cookies) valid(cookie []byte, client netip.Addr, now time.Time) (ok, current bool, age int64) {
 	server := cookie[clientCookieLen:]
 	if server[0] != cookieVersion {
-		return false
+		return false, false, 0
 	}
 	stamp := binary.BigEndian.Uint32(server[4:8])
 	// Serial number arithmetic (RFC 1982), as RFC 9018 prescribes: the
 	// timestamp wraps in 2106.
-	age := int64(int32(uint32(now.Unix()) - stamp))
+	age = int64(int32(uint32(now.Unix()) - stamp))
 	if age > int64(MaxCookieAge/time.Second) || -age > int64(MaxCookieFuture/time.Second) {
-		return false
+		return false, false, age
 	}
 	k := c.load()
 	var want [8]byte
 	// The hash covers the reserved bytes as received (RFC 9018 section 4.4).
 	hashCookie(&want, k.current, cookie[:clientCookieLen], server[:8], client)
-	ok := subtle.ConstantTimeCompare(want[:], server[8:]) == 1
+	if subtle.ConstantTimeCompare(want[:], server[8:]) == 1 {
+		return true, true, age
+	}
 	if k.hasPrevious {
 		hashCookie(&want, k.previous, cookie[:clientCookieLen], server[:8], client)
-		ok = subtle.ConstantTimeCompare(want[:], server[8:]) == 1 || ok
+		if subtle.ConstantTimeCompare(want[:], server[8:]) == 1 {
+			return true, false, age
+		}
 	}
-	return ok
+	return false, false, age
 }
 
 // hashCookie computes SipHash-2-4 over client cookie | version | reserved |
@@ -217,57 +288,73 @@ func (c *Cookies) ServerCookie(clientCookie []byte, client netip.Addr, now time.
 
 // AddServerCookie puts into resp's OPT record a COOKIE option with req's
 // client cookie and a fresh server cookie, replacing any COOKIE option resp
-// had, and adding an OPT record to resp if it has none. It does nothing when
-// c is nil or req has no usable client cookie.
+// had, and adding an OPT record to resp if it has none (before a TSIG
+// record that ends the additional section, where package dns looks for
+// it). It changes resp's additional section, not the records in it: the OPT
+// record that gets the cookie is a copy. It does nothing when c is nil or
+// req has no usable client cookie.
 func (c *Cookies) AddServerCookie(resp, req *dns.Msg, client netip.Addr, now time.Time) {
 	if c == nil || resp == nil || !client.IsValid() {
 		return
 	}
 	if cc, ok := clientCookie(req); ok {
-		c.addServerCookie(resp, req, &cc, client, now)
+		r := new(cookieReply)
+		*resp = *r.attach(resp, req, c.freshCookie(&r.cookie, &r.text, &cc, client, now))
 	}
 }
 
-// addServerCookie is AddServerCookie with the client cookie already decoded.
-func (c *Cookies) addServerCookie(resp, req *dns.Msg, cc *[clientCookieLen]byte, client netip.Addr, now time.Time) {
-	setCookie(resp, req, c.cookieText(cc, client, now))
-}
+// cookieTextLen is the length of the hex text of a response's COOKIE option:
+// the client cookie and a version 1 server cookie.
+const cookieTextLen = 2 * (clientCookieLen + serverCookieLen)
 
-// cookieText returns the COOKIE option text for a response: the client
-// cookie then a fresh server cookie, in hex as package dns keeps it.
-func (c *Cookies) cookieText(cc *[clientCookieLen]byte, client netip.Addr, now time.Time) string {
+// freshCookie fills o with a COOKIE option holding the client cookie cc
+// and a fresh server cookie, its hex text (as package dns keeps it) written
+// in text, which must not change afterwards; it returns o. Keeping the text
+// next to the option saves an allocation per response.
+func (c *Cookies) freshCookie(o *dns.EDNS0_COOKIE, text *[cookieTextLen]byte, cc *[clientCookieLen]byte, client netip.Addr, now time.Time) *dns.EDNS0_COOKIE {
 	s := c.ServerCookie(cc[:], client, now)
-	var text [2 * (clientCookieLen + serverCookieLen)]byte
 	encodeHex(text[:2*clientCookieLen], cc[:])
 	encodeHex(text[2*clientCookieLen:], s[:])
-	return string(text[:])
+	*o = dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: unsafe.String(&text[0], len(text))}
+	return o
 }
 
-// clientCookie returns the client cookie of req, when req's COOKIE option is
-// well-formed enough to have one.
+// clientCookie returns the client cookie of req, when req has one
+// well-formed COOKIE option.
 func clientCookie(req *dns.Msg) (cc [clientCookieLen]byte, ok bool) {
-	raw, ok := requestCookie(req)
-	if !ok {
+	o, n := cookieOptions(req)
+	if n != 1 {
 		return cc, false
 	}
 	var buf [clientCookieLen + maxServerCookieLen]byte
-	if _, ok := decodeCookie(buf[:], raw); !ok {
+	if _, ok := decodeCookie(buf[:], o.Cookie); !ok {
 		return cc, false
 	}
 	copy(cc[:], buf[:clientCookieLen])
 	return cc, true
 }
 
-// requestCookie returns the hex text of the first COOKIE option of m.
-func requestCookie(m *dns.Msg) (string, bool) {
+// cookieOptions returns the first COOKIE option of m and how many m has.
+func cookieOptions(m *dns.Msg) (first *dns.EDNS0_COOKIE, n int) {
 	opt := findOPT(m)
 	if opt == nil {
-		return "", false
+		return nil, 0
 	}
 	for _, o := range opt.Option {
 		if c, ok := o.(*dns.EDNS0_COOKIE); ok && c != nil {
-			return c.Cookie, true
+			if n == 0 {
+				first = c
+			}
+			n++
 		}
+	}
+	return first, n
+}
+
+// requestCookie returns the hex text of the first COOKIE option of m.
+func requestCookie(m *dns.Msg) (string, bool) {
+	if o, n := cookieOptions(m); n > 0 {
+		return o.Cookie, true
 	}
 	return "", false
 }
@@ -332,43 +419,77 @@ func encodeHex(dst, src []byte) {
 // fragmentation.
 const defaultUDPSize = 1232
 
-// cookieOption holds a COOKIE option and what it may need around it, so
-// that attaching it costs one allocation (plus the text) in the usual cases.
-type cookieOption struct {
+// cookieReply holds a copy of a response with a COOKIE option, and what
+// the copy needs of its own, so that attaching a cookie costs a single
+// allocation in the usual cases (a few additional records and options).
+type cookieReply struct {
+	msg    dns.Msg
+	opt    dns.OPT
 	cookie dns.EDNS0_COOKIE
-	opts   [1]dns.EDNS0
+	text   [cookieTextLen]byte // cookie's text, when fresh
+	extra  [3]dns.RR
+	opts   [2]dns.EDNS0
 }
 
-// setCookie stores the hex text cookie in resp's COOKIE option, replacing any.
-// It never writes into the request's OPT record or option array, which a
-// handler may have copied into resp.
-func setCookie(resp, req *dns.Msg, text string) {
-	b := &cookieOption{cookie: dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: text}}
-	reqOPT, opt := findOPT(req), findOPT(resp)
-	switch {
-	case opt == nil:
-		opt = newOPT(reqOPT)
-		resp.Extra = append(resp.Extra, opt)
-	case opt == reqOPT:
-		cp := *opt
-		for i, rr := range resp.Extra {
-			if rr == reqOPT {
-				resp.Extra[i] = &cp
-			}
-		}
-		opt = &cp
+// attach makes r.msg a copy of m whose OPT record, a copy of m's or a new
+// one, has cookie as its only COOKIE option, and returns it. m, its records,
+// its sections' arrays and its options are left as they were, so that a
+// handler may send one prebuilt message to every client; req's OPT record
+// (which may be nil) gives the DO bit of a new OPT record, which goes before
+// a TSIG record ending the additional section.
+func (r *cookieReply) attach(m, req *dns.Msg, cookie *dns.EDNS0_COOKIE) *dns.Msg {
+	r.msg = *m
+	src := findOPT(m)
+	var options []dns.EDNS0
+	if src != nil {
+		r.opt = *src
+		options = src.Option
+	} else {
+		r.opt = newOPT(findOPT(req))
 	}
-	opt.Option = withCookie(opt.Option, &b.cookie, b.opts[:0])
+	r.opt.Option = withCookie(options, cookie, r.opts[:0])
+
+	n := len(m.Extra)
+	if src == nil {
+		n++
+	}
+	extra := r.extra[:0]
+	if n > len(r.extra) {
+		extra = make([]dns.RR, 0, n)
+	}
+	for _, rr := range m.Extra {
+		if src != nil && rr == dns.RR(src) {
+			rr = &r.opt
+		}
+		extra = append(extra, rr)
+	}
+	if src == nil {
+		i := len(extra)
+		if i > 0 && extra[i-1] != nil && extra[i-1].Header().Rrtype == dns.TypeTSIG {
+			i--
+		}
+		extra = append(extra, nil)
+		copy(extra[i+1:], extra[i:])
+		extra[i] = &r.opt
+	}
+	r.msg.Extra = extra
+	return &r.msg
 }
 
 // withCookie returns options without any COOKIE option and with c at the
-// end, in spare (capacity 1) when options is empty and in a new array
-// otherwise, so that an array shared with the request is never written.
+// end, in spare when it has room and in a new array otherwise, so that an
+// array shared with the request or the handler is never written.
 func withCookie(options []dns.EDNS0, c *dns.EDNS0_COOKIE, spare []dns.EDNS0) []dns.EDNS0 {
-	if len(options) == 0 {
-		return append(spare, c)
+	n := 1
+	for _, o := range options {
+		if _, ok := o.(*dns.EDNS0_COOKIE); !ok {
+			n++
+		}
 	}
-	out := make([]dns.EDNS0, 0, len(options)+1)
+	out := spare[:0]
+	if n > cap(spare) {
+		out = make([]dns.EDNS0, 0, n)
+	}
 	for _, o := range options {
 		if _, ok := o.(*dns.EDNS0_COOKIE); !ok {
 			out = append(out, o)
@@ -379,13 +500,22 @@ func withCookie(options []dns.EDNS0, c *dns.EDNS0_COOKIE, spare []dns.EDNS0) []d
 
 // newOPT returns an OPT record for a response to a request with reqOPT
 // (which may be nil): our UDP size and the request's DO bit.
-func newOPT(reqOPT *dns.OPT) *dns.OPT {
-	opt := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+func newOPT(reqOPT *dns.OPT) dns.OPT {
+	opt := dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
 	opt.SetUDPSize(defaultUDPSize)
 	if reqOPT != nil && reqOPT.Do() {
 		opt.SetDo()
 	}
 	return opt
+}
+
+// udpSize is the largest UDP response the sender of req takes: its EDNS
+// payload size, at least 512 bytes, or 512 bytes without EDNS.
+func udpSize(req *dns.Msg) int {
+	if opt := findOPT(req); opt != nil {
+		return max(int(opt.UDPSize()), dns.MinMsgSize)
+	}
+	return dns.MinMsgSize
 }
 
 // AcceptCookieOnly is a dns.MsgAcceptFunc that accepts what

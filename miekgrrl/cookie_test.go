@@ -1,6 +1,7 @@
 package miekgrrl
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"net/netip"
 	"strings"
@@ -377,25 +378,60 @@ func BenchmarkCookieCheck(b *testing.B) {
 	}
 }
 
-// The zero value does not panic: it behaves as an all-zero secret.
+// zeroKeyCookie returns the cookie (client and server) that an all-zero
+// secret makes for client cookie 0102030405060708, client and now.
+func zeroKeyCookie(client netip.Addr, now time.Time) string {
+	cc := [clientCookieLen]byte{1, 2, 3, 4, 5, 6, 7, 8}
+	var s [serverCookieLen]byte
+	s[0] = cookieVersion
+	binary.BigEndian.PutUint32(s[4:8], uint32(now.Unix()))
+	var h [8]byte
+	hashCookie(&h, [2]uint64{}, cc[:], s[:8], client)
+	copy(s[8:], h[:])
+	return hex.EncodeToString(cc[:]) + hex.EncodeToString(s[:])
+}
+
+// An all-zero secret is never used: the zero value and NewCookies with a
+// zero secret draw random ones, so a cookie anyone can compute with the
+// zero key never validates, and the zero value still works.
 func TestCookiesZeroValue(t *testing.T) {
-	var c Cookies
 	client := netip.MustParseAddr("192.0.2.1")
 	now := time.Unix(1700000000, 0)
+	forged := cookieQuery("a.", zeroKeyCookie(client, now))
+
+	var zero Cookies
+	rotated := NewCookies([16]byte{1})
+	rotated.Rotate([16]byte{})
+	previous := NewCookies([16]byte{1})
+	previous.SetPrevious([16]byte{})
+	for name, c := range map[string]*Cookies{
+		"zero value":                &zero,
+		"NewCookies(zero secret)":   NewCookies([16]byte{}),
+		"Rotate(zero secret)":       rotated,
+		"SetPrevious(zero secret)":  previous,
+		"zero value after rollover": new(Cookies),
+	} {
+		if name == "zero value after rollover" {
+			c.SetPrevious([16]byte{})
+			c.ForgetPrevious()
+		}
+		if got := c.Check(forged, client, now); got != CookieBad {
+			t.Errorf("%s: a cookie made with the zero key is %v", name, got)
+		}
+		// It still makes cookies it accepts.
+		resp := new(dns.Msg)
+		c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
+		if got := c.Check(cookieQuery("a.", respCookie(resp)), client, now); got != CookieValid {
+			t.Errorf("%s: its own cookie is %v", name, got)
+		}
+	}
+	// Two zero values have different secrets.
+	var other Cookies
 	resp := new(dns.Msg)
-	c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
-	req := cookieQuery("a.", respCookie(resp))
-	if got := c.Check(req, client, now); got != CookieValid {
-		t.Errorf("zero value: %v", got)
+	other.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
+	if got := zero.Check(cookieQuery("a.", respCookie(resp)), client, now); got != CookieBad {
+		t.Errorf("one zero value accepts another's cookie: %v", got)
 	}
-	if got := NewCookies([16]byte{}).Check(req, client, now); got != CookieValid {
-		t.Errorf("zero value differs from an all-zero secret: %v", got)
-	}
-	var d Cookies
-	d.SetPrevious([16]byte{1})
-	d.ForgetPrevious()
-	var e Cookies
-	e.Rotate([16]byte{1})
 }
 
 // The response's cookie never lands in the request, whatever the handler

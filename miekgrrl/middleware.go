@@ -2,6 +2,7 @@ package miekgrrl
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -75,16 +76,39 @@ type Decision struct {
 // nothing gets nothing written for it. With Options.Cookies, a request with a
 // valid server cookie is not debited at all: its source cannot be spoofed.
 //
+// The middleware never changes the messages the handler writes: to add a
+// server cookie it sends a copy, with its own additional section and OPT
+// record, so a handler may write one prebuilt message to every client. Over
+// UDP that copy is truncated (dns.Msg.Truncate) to the payload size the
+// client advertised (512 bytes without EDNS), since the cookie makes it
+// longer; a message signed with TSIG is not, as package dns truncates none.
+//
+// Some requests never reach next; the middleware answers them itself, and
+// debits the answer like any other:
+//
+//   - with Options.Cookies, a request with a malformed COOKIE option (see
+//     MalformedCookie) gets FORMERR (RFC 7873 section 5.2.2);
+//   - a request without a question (see AcceptCookieOnly) gets NOERROR and
+//     a server cookie if it is a query with a client cookie and cookies are
+//     on (a cookie-only exchange, RFC 7873 section 5.4), FORMERR otherwise.
+//
 // A nil limiter limits nothing: the middleware then only serves cookies.
 //
 // The ResponseWriter given to next must not be used after next returns,
-// unless next hijacked it, as dns.Transfer does: the middleware recycles it.
+// unless next hijacked it, as dns.Transfer does: the middleware recycles
+// what is behind it. Writes through it then fail with ErrWriterDone and
+// reach no one.
 func Middleware(limiter *rrl.RRL, next dns.Handler, opts Options) dns.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	return &middleware{limiter: limiter, next: next, opts: opts}
 }
+
+// ErrWriterDone is what writes return through a ResponseWriter that the
+// middleware gave a handler, once the handler has returned without
+// hijacking it.
+var ErrWriterDone = errors.New("miekgrrl: ResponseWriter used after the handler returned")
 
 type middleware struct {
 	limiter *rrl.RRL
@@ -97,19 +121,55 @@ type middleware struct {
 var writers = sync.Pool{New: func() any { return new(writer) }}
 
 func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	cw := writers.Get().(*writer)
-	cw.ResponseWriter, cw.h, cw.req = w, h, req
-	cw.client, cw.udp = clientAddr(w.RemoteAddr())
-	if h.opts.Cookies != nil {
-		cw.now = h.opts.Now()
-		cw.cookie, cw.cc, cw.hasCC = h.opts.Cookies.check(req, cw.client, cw.now)
+	if req == nil {
+		return // nothing to answer: no ID to answer with
 	}
-	h.next.ServeDNS(cw, req)
+	cw := writers.Get().(*writer)
+	s := &cw.s
+	s.rw, s.h, s.req = w, h, req
+	s.remote = w.RemoteAddr()
+	s.client, s.udp, s.addrKnown = clientAddr(s.remote)
+	if h.opts.Cookies != nil {
+		// The clock is read only for requests with a cookie.
+		if o, n := cookieOptions(req); n > 0 {
+			s.now = h.opts.Now()
+			s.ck = h.opts.Cookies.classify(o, n, s.client, s.now)
+		}
+	}
+	switch {
+	case s.ck.malformed:
+		s.writeMsg(replyWithOPT(req, dns.RcodeFormatError))
+	case len(req.Question) == 0:
+		rcode := dns.RcodeFormatError
+		if req.Opcode == dns.OpcodeQuery && s.needsCookie() {
+			rcode = dns.RcodeSuccess
+		}
+		s.writeMsg(replyWithOPT(req, rcode))
+	default:
+		// The handler gets a handle that stops working when it returns, so
+		// that a late write cannot go through the recycled writer.
+		h.next.ServeDNS(&handle{w: cw, gen: cw.gen}, req)
+	}
+	cw.mu.Lock()
 	if cw.hijacked {
+		cw.mu.Unlock()
 		return // the handler may still write: leave this writer to it
 	}
-	*cw = writer{}
+	cw.gen++
+	cw.s = state{}
+	cw.mu.Unlock()
 	writers.Put(cw)
+}
+
+// replyWithOPT returns a reply to req with rcode, and an OPT record without
+// options if req has one, for the requests the middleware answers itself.
+func replyWithOPT(req *dns.Msg, rcode int) *dns.Msg {
+	m := new(dns.Msg).SetRcode(req, rcode)
+	if reqOPT := findOPT(req); reqOPT != nil {
+		opt := newOPT(reqOPT)
+		m.Extra = []dns.RR{&opt}
+	}
+	return m
 }
 
 // SetWildcardOrigin tells the middleware around w that the response about to
@@ -124,170 +184,343 @@ func SetWildcardOrigin(w dns.ResponseWriter, origin string) bool {
 	return ok
 }
 
-// writer captures what the inner handler writes for one request.
+// writer is what the middleware recycles: the state of one request, and
+// what tells the handles of earlier requests apart from the current one.
 type writer struct {
-	dns.ResponseWriter
-	h       *middleware
-	req     *dns.Msg
-	client  netip.Addr
-	udp     bool
-	cookie  CookieState
-	cc      [clientCookieLen]byte // the request's client cookie, if hasCC
-	hasCC   bool
-	now     time.Time
-	origin  string
-	tuple   rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
-	decided bool
-	action  rrl.Action // what to do with this and any later message
-	// hijacked is set by Hijack.
+	mu       sync.Mutex // held by every call through a handle, and to recycle
+	gen      uint64     // generation: incremented when recycled
 	hijacked bool
+	s        state
 }
 
-// SetWildcardOrigin implements the method SetWildcardOrigin looks for.
-func (w *writer) SetWildcardOrigin(origin string) { w.origin = origin }
+// state is what the middleware knows of one request and its response.
+type state struct {
+	rw        dns.ResponseWriter // the server's writer
+	h         *middleware
+	req       *dns.Msg
+	remote    net.Addr
+	client    netip.Addr
+	udp       bool
+	addrKnown bool // remote is a *net.UDPAddr or *net.TCPAddr (or nil)
+	ck        cookieInfo
+	now       time.Time // read when the request has a cookie
+	origin    string
+	tuple     rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
+	decided   bool
+	action    rrl.Action // what to do with this and any later message
+}
+
+// handle is the ResponseWriter a handler gets: it works while its writer is
+// in the generation it was made for, that is until the handler returns
+// (unless it hijacked the writer, which is then never recycled).
+type handle struct {
+	w   *writer
+	gen uint64
+}
+
+// lock locks the writer and returns the request's state, or nil (with the
+// writer unlocked) if the handle is stale.
+func (hd *handle) lock() *state {
+	hd.w.mu.Lock()
+	if hd.w.gen != hd.gen {
+		hd.w.mu.Unlock()
+		return nil
+	}
+	return &hd.w.s
+}
+
+func (hd *handle) unlock() { hd.w.mu.Unlock() }
 
 // WriteMsg debits the first message and applies the decision to it; later
 // messages of the same request (a zone transfer over TCP) follow the first.
-func (w *writer) WriteMsg(m *dns.Msg) error {
-	if m == nil {
-		return w.ResponseWriter.WriteMsg(m)
+func (hd *handle) WriteMsg(m *dns.Msg) error {
+	s := hd.lock()
+	if s == nil {
+		return ErrWriterDone
 	}
-	switch w.decide(m) {
-	case rrl.Drop:
-		return nil
-	case rrl.Slip:
-		return w.ResponseWriter.WriteMsg(w.slipReply(m))
-	}
-	w.addCookie(m)
-	return w.ResponseWriter.WriteMsg(m)
+	defer hd.unlock()
+	return s.writeMsg(m)
 }
 
 // Write is WriteMsg for a handler that packs its own messages. The message
 // is unpacked to be classified; one that does not unpack counts as an error
 // response.
-func (w *writer) Write(b []byte) (int, error) {
+func (hd *handle) Write(b []byte) (int, error) {
+	s := hd.lock()
+	if s == nil {
+		return 0, ErrWriterDone
+	}
+	defer hd.unlock()
+	return s.write(b)
+}
+
+// deadAddr is the address of a stale handle.
+type deadAddr struct{}
+
+func (deadAddr) Network() string { return "none" }
+func (deadAddr) String() string  { return "none" }
+
+func (hd *handle) LocalAddr() net.Addr {
+	s := hd.lock()
+	if s == nil {
+		return deadAddr{}
+	}
+	defer hd.unlock()
+	return s.rw.LocalAddr()
+}
+
+func (hd *handle) RemoteAddr() net.Addr {
+	s := hd.lock()
+	if s == nil {
+		return deadAddr{}
+	}
+	defer hd.unlock()
+	return s.remote
+}
+
+func (hd *handle) Close() error {
+	s := hd.lock()
+	if s == nil {
+		return ErrWriterDone
+	}
+	defer hd.unlock()
+	return s.rw.Close()
+}
+
+func (hd *handle) TsigStatus() error {
+	s := hd.lock()
+	if s == nil {
+		return ErrWriterDone
+	}
+	defer hd.unlock()
+	return s.rw.TsigStatus()
+}
+
+func (hd *handle) TsigTimersOnly(b bool) {
+	if s := hd.lock(); s != nil {
+		s.rw.TsigTimersOnly(b)
+		hd.unlock()
+	}
+}
+
+// Hijack marks the writer as the handler's for good (see ServeDNS).
+func (hd *handle) Hijack() {
+	if s := hd.lock(); s != nil {
+		hd.w.hijacked = true
+		s.rw.Hijack()
+		hd.unlock()
+	}
+}
+
+// ConnectionState forwards the TLS state of a DNS-over-TLS connection.
+func (hd *handle) ConnectionState() *tls.ConnectionState {
+	s := hd.lock()
+	if s == nil {
+		return nil
+	}
+	defer hd.unlock()
+	if cs, ok := s.rw.(dns.ConnectionStater); ok {
+		return cs.ConnectionState()
+	}
+	return nil
+}
+
+// SetWildcardOrigin implements the method SetWildcardOrigin looks for.
+func (hd *handle) SetWildcardOrigin(origin string) {
+	if s := hd.lock(); s != nil {
+		s.origin = origin
+		hd.unlock()
+	}
+}
+
+func (s *state) writeMsg(m *dns.Msg) error {
+	if m == nil {
+		return s.rw.WriteMsg(m)
+	}
+	switch s.decide(m) {
+	case rrl.Drop:
+		return nil
+	case rrl.Slip:
+		return s.rw.WriteMsg(s.slipReply(m))
+	}
+	if s.needsCookie() {
+		m = s.withCookie(m)
+	}
+	return s.rw.WriteMsg(m)
+}
+
+func (s *state) write(b []byte) (int, error) {
 	m := new(dns.Msg)
 	unpacked := m.Unpack(b) == nil
 	if !unpacked {
 		m = &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}
 	}
-	switch w.decide(m) {
+	switch s.decide(m) {
 	case rrl.Drop:
 		return len(b), nil
 	case rrl.Slip:
-		return len(b), w.ResponseWriter.WriteMsg(w.slipReply(m))
+		return len(b), s.rw.WriteMsg(s.slipReply(m))
 	}
-	if unpacked && w.needsCookie() {
-		w.addCookie(m)
-		if packed, err := m.Pack(); err == nil {
-			_, err = w.ResponseWriter.Write(packed)
+	// A message signed with TSIG goes as it is: a cookie added to it would
+	// not match its MAC.
+	if unpacked && s.needsCookie() && m.IsTsig() == nil {
+		out := s.withCookie(m)
+		out.Compress = true
+		if packed, err := out.Pack(); err == nil {
+			_, err = s.rw.Write(packed)
 			return len(b), err
 		}
 	}
-	return w.ResponseWriter.Write(b)
+	return s.rw.Write(b)
 }
 
 // decide returns what to do with m: the limiter's action for the first
 // message, made Send in report-only mode and over TCP (a TC reply means
 // nothing there), and the same action for any later message, except that a
 // reply is slipped at most once.
-func (w *writer) decide(m *dns.Msg) rrl.Action {
-	if w.decided {
-		if w.action == rrl.Slip {
+func (s *state) decide(m *dns.Msg) rrl.Action {
+	if s.decided {
+		if s.action == rrl.Slip {
 			return rrl.Drop
 		}
-		return w.action
+		return s.action
 	}
-	w.decided = true
-	h := w.h
+	s.decided = true
+	h := s.h
 	var ipr rrl.IPReason
 	var rtr rrl.RTReason
-	limited := w.cookie != CookieValid
+	limited := s.ck.state != CookieValid
 	if limited {
-		w.tuple = Tuple(w.req, m, w.wildcardOrigin(m))
-		w.action, ipr, rtr = h.limiter.DebitAddr(w.client, w.udp, &w.tuple)
+		s.tuple = Tuple(s.req, m, s.wildcardOrigin(m))
+		if s.addrKnown {
+			s.action, ipr, rtr = h.limiter.DebitAddr(s.client, s.udp, &s.tuple)
+		} else {
+			// The core's own rules for other kinds of address.
+			s.action, ipr, rtr = h.limiter.Debit(s.remote, &s.tuple)
+		}
 	} else {
-		w.action, ipr, rtr = rrl.Send, rrl.IPNotReached, rrl.RTNotReached
+		s.action, ipr, rtr = rrl.Send, rrl.IPNotReached, rrl.RTNotReached
 	}
 	if h.opts.OnDecision != nil {
 		// Built only for the hook: the struct is large enough to show in profiles.
-		d := Decision{Action: w.action, IPReason: ipr, RTReason: rtr, Limited: limited,
-			Client: w.client, UDP: w.udp, Cookie: w.cookie, ReportOnly: h.opts.ReportOnly,
-			Request: w.req, Response: m}
+		d := Decision{Action: s.action, IPReason: ipr, RTReason: rtr, Limited: limited,
+			Client: s.client, UDP: s.udp, Cookie: s.ck.state, ReportOnly: h.opts.ReportOnly,
+			Request: s.req, Response: m}
 		if limited {
-			d.Tuple = w.tuple
+			d.Tuple = s.tuple
 		} else {
-			d.Tuple = Tuple(w.req, m, w.wildcardOrigin(m))
+			d.Tuple = Tuple(s.req, m, s.wildcardOrigin(m))
 		}
 		h.opts.OnDecision(d)
 	}
-	if h.opts.ReportOnly || (!w.udp && w.action == rrl.Slip) {
-		w.action = rrl.Send
+	if h.opts.ReportOnly || (!s.udp && s.action == rrl.Slip) {
+		s.action = rrl.Send
 	}
-	return w.action
+	return s.action
 }
 
 // wildcardOrigin returns what the handler or Options.WildcardOrigin said
 // about m's wildcard.
-func (w *writer) wildcardOrigin(m *dns.Msg) string {
-	if w.origin == "" && w.h.opts.WildcardOrigin != nil {
-		return w.h.opts.WildcardOrigin(w.req, m)
+func (s *state) wildcardOrigin(m *dns.Msg) string {
+	if s.origin == "" && s.h.opts.WildcardOrigin != nil {
+		return s.h.opts.WildcardOrigin(s.req, m)
 	}
-	return w.origin
+	return s.origin
 }
 
 // needsCookie reports whether responses to this request carry a server
 // cookie: cookies are on and the request had a client cookie.
-func (w *writer) needsCookie() bool {
-	return w.h.opts.Cookies != nil && w.hasCC && w.client.IsValid()
+func (s *state) needsCookie() bool {
+	return s.h.opts.Cookies != nil && s.ck.hasCC && s.client.IsValid()
 }
 
-func (w *writer) addCookie(m *dns.Msg) {
-	if w.needsCookie() {
-		w.h.opts.Cookies.addServerCookie(m, w.req, &w.cc, w.client, w.now)
+// withCookie returns a copy of m with a server cookie: the request's own,
+// as it came, while it is young enough (RFC 9018 section 4.3), else a fresh
+// one. Over UDP the copy is truncated to the client's payload size.
+func (s *state) withCookie(m *dns.Msg) *dns.Msg {
+	r := new(cookieReply)
+	c := s.ck.opt
+	if !s.ck.resend {
+		c = s.h.opts.Cookies.freshCookie(&r.cookie, &r.text, &s.ck.cc, s.client, s.now)
 	}
+	out := r.attach(m, s.req, c)
+	if s.udp {
+		if size := udpSize(s.req); uncompressedLen(out, &r.opt) > size {
+			out.Truncate(size)
+		}
+	}
+	return out
+}
+
+// uncompressedLen is the length of m packed without compression, as
+// dns.Msg.Truncate first measures it, but without packing the COOKIE option
+// that ends opt, which dns.Msg.Len would do (allocating) to learn its length.
+func uncompressedLen(m *dns.Msg, opt *dns.OPT) int {
+	options := opt.Option
+	cookie := options[len(options)-1].(*dns.EDNS0_COOKIE)
+	opt.Option = options[:len(options)-1]
+	compress := m.Compress
+	m.Compress = false
+	l := m.Len()
+	m.Compress, opt.Option = compress, options
+	return l + 4 + len(cookie.Cookie)/2 // code, length, data
 }
 
 // slipReply is SlipReply with the client cookie decoded when the request
 // was checked.
-func (w *writer) slipReply(m *dns.Msg) *dns.Msg {
+func (s *state) slipReply(m *dns.Msg) *dns.Msg {
 	var cc *[clientCookieLen]byte
-	if w.hasCC {
-		cc = &w.cc
+	if s.ck.hasCC {
+		cc = &s.ck.cc
 	}
-	return slipReply(w.req, m, w.h.opts.Cookies, cc, w.client, w.now)
-}
-
-// Hijack marks the writer as the handler's for good (see ServeDNS).
-func (w *writer) Hijack() {
-	w.hijacked = true
-	w.ResponseWriter.Hijack()
-}
-
-// ConnectionState forwards the TLS state of a DNS-over-TLS connection.
-func (w *writer) ConnectionState() *tls.ConnectionState {
-	if s, ok := w.ResponseWriter.(dns.ConnectionStater); ok {
-		return s.ConnectionState()
+	if s.now.IsZero() && s.req.IsTsig() != nil {
+		s.now = s.h.opts.Now() // for the TSIG record's time signed
 	}
-	return nil
+	return slipReply(s.req, m, s.h.opts.Cookies, cc, s.client, s.now)
 }
 
 // clientAddr returns the client's address without its zone, IPv4-mapped
-// IPv6 addresses made IPv4, and whether the transport is UDP.
-func clientAddr(a net.Addr) (netip.Addr, bool) {
+// IPv6 addresses made IPv4, and whether the transport is UDP, by the core's
+// rule (see rrl.RRL.Debit): a source whose address cannot be had (nil, a
+// typed nil, no IP, unparsable) is the zero Addr over UDP, and so is
+// limited. known is false for types other than *net.UDPAddr and
+// *net.TCPAddr, for which the middleware leaves the reading of the address
+// to rrl.RRL.Debit.
+func clientAddr(a net.Addr) (ip netip.Addr, udp, known bool) {
 	switch a := a.(type) {
-	case *net.UDPAddr:
-		ip, _ := netip.AddrFromSlice(a.IP)
-		return ip.Unmap().WithZone(""), true
-	case *net.TCPAddr:
-		ip, _ := netip.AddrFromSlice(a.IP)
-		return ip.Unmap().WithZone(""), false
 	case nil:
-		return netip.Addr{}, false
+		return netip.Addr{}, true, true
+	case *net.UDPAddr:
+		if a == nil {
+			return netip.Addr{}, true, true
+		}
+		ip, _ = netip.AddrFromSlice(a.IP)
+		return ip.Unmap().WithZone(""), true, true
+	case *net.TCPAddr:
+		if a == nil {
+			return netip.Addr{}, true, true
+		}
+		ip, _ = netip.AddrFromSlice(a.IP)
+		return ip.Unmap().WithZone(""), !ip.IsValid(), true
 	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}, false
+	ip, udp = parseAddr(a)
+	return ip.Unmap().WithZone(""), udp, false
+}
+
+// parseAddr reads the address of other net.Addr types as the core does,
+// including typed nils whose methods panic.
+func parseAddr(a net.Addr) (ip netip.Addr, udp bool) {
+	defer func() {
+		if recover() != nil {
+			ip, udp = netip.Addr{}, true
+		}
+	}()
+	s := a.String()
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		ip = ap.Addr()
+	} else if ip, err = netip.ParseAddr(s); err != nil {
+		return netip.Addr{}, true
 	}
-	return ap.Addr().Unmap().WithZone(""), strings.HasPrefix(a.Network(), "udp")
+	network := a.Network()
+	return ip, network == "" || strings.HasPrefix(network, "udp")
 }

@@ -23,6 +23,13 @@ import (
 //
 // Header fields come from req (the ID, opcode, RD and CD bits) or, when req
 // is nil, from resp. It returns nil when both are nil.
+//
+// When req is signed with TSIG, the reply ends with a TSIG record naming the
+// same key and algorithm (or those of resp's TSIG record, with its error
+// code, when the handler signed resp), with the fudge of that record, time
+// signed now (or the current time if now is zero) and no MAC: a dns.Server
+// with the key in its TsigSecret signs it as it writes it, as it signs any
+// reply ending with a TSIG record.
 func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time) *dns.Msg {
 	var cc *[clientCookieLen]byte
 	if c != nil && client.IsValid() {
@@ -39,10 +46,12 @@ func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time)
 type slip struct {
 	msg    dns.Msg
 	q      [1]dns.Question
-	extra  [1]dns.RR
+	extra  [2]dns.RR
 	opt    dns.OPT
 	opts   [1]dns.EDNS0
 	cookie dns.EDNS0_COOKIE
+	text   [cookieTextLen]byte // the cookie's text
+	tsig   dns.TSIG
 }
 
 // slipReply is SlipReply with the client cookie already decoded: BADCOOKIE
@@ -70,9 +79,9 @@ func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client
 	if c != nil && cc != nil && client.IsValid() {
 		m.Rcode = dns.RcodeBadCookie
 		s.setOPT(findOPT(req), nil)
-		s.cookie = dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: c.cookieText(cc, client, now)}
-		s.opts[0] = &s.cookie
+		s.opts[0] = c.freshCookie(&s.cookie, &s.text, cc, client, now)
 		s.opt.Option = s.opts[:]
+		s.setTSIG(req, resp, now)
 		return m
 	}
 
@@ -83,7 +92,37 @@ func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client
 	if reqOPT := findOPT(req); reqOPT != nil {
 		s.setOPT(reqOPT, findOPT(resp))
 	}
+	s.setTSIG(req, resp, now)
 	return m
+}
+
+// setTSIG ends the reply with an unsigned TSIG record when req is signed
+// (see SlipReply).
+func (s *slip) setTSIG(req, resp *dns.Msg, now time.Time) {
+	if req == nil || req.IsTsig() == nil {
+		return
+	}
+	from := req.IsTsig()
+	var rcode uint16
+	if t := orEmpty(resp).IsTsig(); t != nil {
+		from, rcode = t, t.Error
+	}
+	if now.IsZero() {
+		now = time.Now()
+	}
+	fudge := from.Fudge
+	if fudge == 0 {
+		fudge = 300
+	}
+	s.tsig = dns.TSIG{
+		Hdr:        dns.RR_Header{Name: from.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
+		Algorithm:  from.Algorithm,
+		Fudge:      fudge,
+		TimeSigned: uint64(now.Unix()),
+		OrigId:     s.msg.Id,
+		Error:      rcode,
+	}
+	s.msg.Extra = append(s.extra[:len(s.msg.Extra)], &s.tsig)
 }
 
 // setOPT gives the reply an OPT record without options: resp's UDP size and
@@ -103,7 +142,7 @@ func (s *slip) setOPT(reqOPT, respOPT *dns.OPT) {
 		}
 	}
 	s.extra[0] = &s.opt
-	s.msg.Extra = s.extra[:]
+	s.msg.Extra = s.extra[:1]
 }
 
 var emptyMsg dns.Msg

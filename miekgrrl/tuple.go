@@ -18,6 +18,11 @@ import (
 //     in the authority section; see nxdomainName for the fallbacks);
 //   - any other rcode: AllowanceError, with no name.
 //
+// An answer synthesised from a DNAME record is named after the owner of the
+// DNAME (the name the server found, in BIND's terms): the answer section
+// holds a DNAME owned by an ancestor of the query name. So one DNAME is one
+// account however many names below it are asked.
+//
 // An answer or NODATA synthesised from a wildcard is named "*.<origin>" so
 // that one wildcard is one account however many names it answers for. It is
 // recognised from the RRSIG over the answer (its Labels field counts fewer
@@ -58,7 +63,9 @@ func Tuple(req, resp *dns.Msg, wildcardOrigin string) rrl.ResponseTuple {
 	switch t.AllowanceCategory {
 	case rrl.AllowanceAnswer:
 		t.SalientName = qname
-		if w := signedWildcard(resp.Answer, qname); w != "" {
+		if d := dnameOwner(resp.Answer, qname); d != "" {
+			t.SalientName = d
+		} else if w := signedWildcard(resp.Answer, qname); w != "" {
 			t.SalientName = w
 		} else if wildcardOrigin != "" {
 			t.SalientName = wildcardName(wildcardOrigin)
@@ -121,6 +128,18 @@ func countRRs(rrs []dns.RR) int {
 		}
 	}
 	return n
+}
+
+// dnameOwner returns the owner of the first DNAME record of the answer
+// section owned by an ancestor of qname, or "" if there is none: the answer
+// was then synthesised from that DNAME (RFC 6672).
+func dnameOwner(answer []dns.RR, qname string) string {
+	for _, rr := range answer {
+		if d, ok := rr.(*dns.DNAME); ok && d != nil && isBelow(qname, d.Hdr.Name) {
+			return d.Hdr.Name
+		}
+	}
+	return ""
 }
 
 // nxdomainName names the account of an NXDOMAIN response: the zone, so that
