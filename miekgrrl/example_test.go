@@ -1,6 +1,7 @@
 package miekgrrl_test
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net/netip"
 	"time"
@@ -43,7 +44,9 @@ func ExampleSlipReply() {
 }
 
 func ExampleCookies() {
-	var secret [16]byte // use crypto/rand; shared by every server of an anycast set
+	// A random secret, or the one shared by every server of an anycast set.
+	var secret [16]byte
+	rand.Read(secret[:])
 	cookies := miekgrrl.NewCookies(secret)
 	client := netip.MustParseAddr("192.0.2.10")
 	now := time.Now()
@@ -74,7 +77,8 @@ func ExampleMiddleware() {
 	cfg.SetValue("slip-ratio", "2")
 	limiter := rrl.NewRRL(cfg)
 
-	var secret [16]byte // use crypto/rand
+	var secret [16]byte
+	rand.Read(secret[:]) // or the secret shared by every server of an anycast set
 	zone := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 		m := new(dns.Msg).SetReply(r)
 		// ... answer from the zone; for an answer from a wildcard, say so:

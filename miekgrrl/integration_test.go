@@ -3,6 +3,7 @@ package miekgrrl
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -73,34 +74,84 @@ func outcome(t *testing.T, r *dns.Msg, err error) rrl.Action {
 
 // A flood from one source gets the configured rate, then alternating TC and
 // silence (slip-ratio 2), while another network is served.
+//
+// What was decided is learnt from the decision hook, not from how long the
+// client waited: on a loaded machine a late response is no drop. The client
+// waits for a response only when the hook says one was sent, as long as it
+// takes (up to a generous timeout), and checks that it is the one decided;
+// no response to a dropped query may ever arrive.
 func TestIntegrationUDPFlood(t *testing.T) {
 	clock := newTestClock()
 	lim := newLimiter(t, clock, "responses-per-second", "4", "slip-ratio", "2")
-	srv := startLoopback(t, Middleware(lim, answerHandler, Options{}))
-	flooder := clientFrom("udp", "127.0.0.1", 300*time.Millisecond)
+	decided := make(chan rrl.Action, 16)
+	srv := startLoopback(t, Middleware(lim, answerHandler, Options{OnDecision: func(d Decision) { decided <- d.Action }}))
+	conn, err := net.DialUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(srv.udp)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	co := &dns.Conn{Conn: conn}
+	dropped := map[uint16]bool{}
 
 	var got []rrl.Action
-	for range 8 {
-		r, _, err := flooder.Exchange(query("www.example.org."), srv.udp)
-		got = append(got, outcome(t, r, err))
+	for i := range 8 {
+		q := query("www.example.org.")
+		q.Id = uint16(1000 + i)
+		if err := co.WriteMsg(q); err != nil {
+			t.Fatal(err)
+		}
+		var a rrl.Action
+		select {
+		case a = <-decided:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("query %d: no decision", i)
+		}
+		got = append(got, a)
+		if a == rrl.Drop {
+			dropped[q.Id] = true
+			continue
+		}
+		// Read until the response to this query, skipping none but
+		// responses to earlier queries (which must not be dropped ones).
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			r, err := co.ReadMsg()
+			if err != nil {
+				t.Fatalf("query %d (%v): %v", i, a, err)
+			}
+			if dropped[r.Id] {
+				t.Fatalf("a response to dropped query %d arrived: %v", r.Id, r)
+			}
+			if r.Id != q.Id {
+				continue
+			}
+			if sent := outcome(t, r, nil); sent != a {
+				t.Errorf("query %d: decided %v, client got %v", i, a, sent)
+			}
+			break
+		}
 	}
 	want := []rrl.Action{rrl.Send, rrl.Send, rrl.Send, rrl.Send, rrl.Slip, rrl.Drop, rrl.Slip, rrl.Drop}
 	if !equalActions(got, want) {
 		t.Errorf("flood got %v, want %v", got, want)
 	}
 
-	other := clientFrom("udp", "127.3.4.1", 2*time.Second)
+	other := clientFrom("udp", "127.3.4.1", 10*time.Second)
 	for i := range 4 {
 		r, _, err := other.Exchange(query("www.example.org."), srv.udp)
-		if a := outcome(t, r, err); a != rrl.Send {
+		if a := outcome(t, r, err); a != rrl.Send || <-decided != rrl.Send {
 			t.Errorf("other network, query %d: %v", i, a)
 		}
 	}
 
 	// The TC reply is well-formed: the question, no records, rcode kept.
 	clock.advance(time.Hour)
-	for range 4 {
-		flooder.Exchange(query("www.example.org."), srv.udp)
+	flooder := clientFrom("udp", "127.0.0.1", 10*time.Second)
+	for i := range 4 {
+		r, _, err := flooder.Exchange(query("www.example.org."), srv.udp)
+		if a := outcome(t, r, err); a != rrl.Send || <-decided != rrl.Send {
+			t.Fatalf("after an hour, query %d: %v", i, a)
+		}
 	}
 	r, _, err := flooder.Exchange(query("www.example.org."), srv.udp)
 	if err != nil || !r.Truncated || len(r.Question) != 1 || len(r.Answer)+len(r.Ns)+len(r.Extra) != 0 || r.Authoritative {

@@ -154,3 +154,59 @@ func TestSlipReplyOddInput(t *testing.T) {
 		t.Errorf("cookie-only without Cookies: %v", got)
 	}
 }
+
+// A slip reply to a signed request ends with a TSIG record for the same key,
+// for the server to sign.
+func TestSlipReplyTSIG(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	c := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	for _, cc := range []string{"", "0102030405060708"} {
+		req := cookieQuery("www.example.org.", cc)
+		req.SetTsig(tsigKey, dns.HmacSHA256, 200, now.Unix()-5)
+		resp := new(dns.Msg).SetReply(req)
+		s := SlipReply(req, resp, c, client, now)
+		ts := s.IsTsig()
+		if ts == nil || ts.Hdr.Name != tsigKey || ts.Algorithm != dns.HmacSHA256 || ts.Fudge != 200 ||
+			ts.TimeSigned != uint64(now.Unix()) || ts.OrigId != req.Id || ts.Hdr.Class != dns.ClassANY {
+			t.Fatalf("cookie %q: TSIG %v", cc, ts)
+		}
+		if s.IsEdns0() == nil || (cc != "") != (s.Rcode == dns.RcodeBadCookie) {
+			t.Errorf("cookie %q: reply %v", cc, s)
+		}
+		if _, _, err := dns.TsigGenerate(s, tsigSecret, "", false); err != nil {
+			t.Errorf("cookie %q: cannot be signed: %v", cc, err)
+		}
+	}
+	// The handler's TSIG record, with its error, wins over the request's.
+	req := query("www.example.org.")
+	req.SetTsig(tsigKey, dns.HmacSHA256, 300, now.Unix())
+	resp := new(dns.Msg).SetReply(req)
+	resp.SetTsig("other.", dns.HmacSHA512, 100, now.Unix())
+	resp.IsTsig().Error = dns.RcodeBadTime
+	if ts := SlipReply(req, resp, nil, client, now).IsTsig(); ts == nil || ts.Hdr.Name != "other." || ts.Algorithm != dns.HmacSHA512 || ts.Error != dns.RcodeBadTime {
+		t.Errorf("TSIG %v", ts)
+	}
+	// Unsigned request, no TSIG.
+	if SlipReply(query("www.example.org."), resp, nil, client, now).IsTsig() != nil {
+		t.Error("TSIG in a slip reply to an unsigned request")
+	}
+}
+
+// Over the wire: a client with the key gets signed slip replies, TC=1 and
+// BADCOOKIE, and verifies them.
+func TestIntegrationSlipTSIG(t *testing.T) {
+	lim := newLimiter(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "1")
+	addr := startTSIGServer(t, Middleware(lim, signingHandler, Options{Cookies: NewCookies([16]byte{1})}))
+	if r := tsigExchange(t, addr, ""); len(r.Answer) != 1 || r.IsTsig() == nil {
+		t.Fatalf("first query: %v", r)
+	}
+	r := tsigExchange(t, addr, "")
+	if !r.Truncated || r.IsTsig() == nil || r.IsTsig().MACSize == 0 {
+		t.Errorf("TC reply not signed: %v", r)
+	}
+	r = tsigExchange(t, addr, "0102030405060708")
+	if r.Rcode != dns.RcodeBadCookie || r.IsTsig() == nil || r.IsTsig().MACSize == 0 || len(respCookie(r)) != 48 {
+		t.Errorf("BADCOOKIE reply not signed: %v", r)
+	}
+}

@@ -380,3 +380,35 @@ func TestWildcardTableBound(t *testing.T) {
 		t.Errorf("table grew to %d past its bound %d", len(*m), maxWildcards)
 	}
 }
+
+// Answers synthesised from a DNAME are accounted under the DNAME's owner,
+// however many names below it are asked.
+func TestTupleDNAME(t *testing.T) {
+	for _, qn := range []string{"a1.old.example.org.", "A2.b.Old.example.org."} {
+		target := strings.TrimSuffix(strings.ToLower(qn), "old.example.org.") + "new.example.net."
+		req, resp := response(qn, dns.TypeA, 0, rrs(t,
+			"old.example.org. 300 IN DNAME new.example.net.",
+			"old.example.org. 300 IN RRSIG DNAME 13 3 300 20300101000000 20200101000000 1 example.org. c2ln",
+			qn+" 300 IN CNAME "+target,
+			target+" 300 IN A 192.0.2.1"), nil, nil)
+		if got := Tuple(req, resp, ""); got.AllowanceCategory != rrl.AllowanceAnswer || got.SalientName != "old.example.org." {
+			t.Errorf("%s: %+v", qn, got)
+		}
+	}
+	// A DNAME at the query name itself redirects nothing: the answer is the
+	// DNAME record, accounted under the query name.
+	req, resp := response("old.example.org.", dns.TypeDNAME, 0, rrs(t, "old.example.org. 300 IN DNAME new.example.net."), nil, nil)
+	if got := Tuple(req, resp, ""); got.SalientName != "old.example.org." {
+		t.Errorf("DNAME query: %+v", got)
+	}
+	// A DNAME elsewhere (further down a CNAME chain) does not rename the
+	// query name's account.
+	req, resp = response("www.example.org.", dns.TypeA, 0, rrs(t,
+		"www.example.org. 300 IN CNAME x.old.example.com.",
+		"old.example.com. 300 IN DNAME new.example.net.",
+		"x.old.example.com. 300 IN CNAME x.new.example.net.",
+		"x.new.example.net. 300 IN A 192.0.2.1"), nil, nil)
+	if got := Tuple(req, resp, ""); got.SalientName != "www.example.org." {
+		t.Errorf("DNAME down the chain: %+v", got)
+	}
+}

@@ -191,16 +191,8 @@ func zoneHandler(z *zone) dns.Handler {
 		if opt := r.IsEdns0(); opt != nil {
 			m.SetEdns0(1232, opt.Do())
 		}
-		if len(r.Question) == 0 {
-			// A cookie-only query (RFC 7873 section 5.4): an empty NOERROR,
-			// to which the middleware adds the server cookie. Without a
-			// cookie, a query without question is malformed.
-			if !hasCookie(r) {
-				m.Rcode = dns.RcodeFormatError
-			}
-			w.WriteMsg(m)
-			return
-		}
+		// The middleware answers requests without a question itself (a
+		// cookie-only query, RFC 7873 section 5.4, or FORMERR).
 		q := r.Question[0]
 		if q.Qclass != dns.ClassINET {
 			m.Rcode = dns.RcodeRefused
@@ -217,16 +209,4 @@ func zoneHandler(z *zone) dns.Handler {
 		}
 		w.WriteMsg(m)
 	})
-}
-
-// hasCookie reports whether r has a COOKIE option.
-func hasCookie(r *dns.Msg) bool {
-	if opt := r.IsEdns0(); opt != nil {
-		for _, o := range opt.Option {
-			if _, ok := o.(*dns.EDNS0_COOKIE); ok {
-				return true
-			}
-		}
-	}
-	return false
 }
