@@ -234,8 +234,9 @@ func cookieOf(m *dns.Msg) string {
 }
 
 // The allowance is 5 per second over a 5-second window; the bursts take
-// milliseconds, so at most a response or two of fresh credit can accrue.
-const allowance, slack = 5, 2
+// milliseconds, so little fresh credit can accrue; the slack covers a
+// loaded CI machine that is slow to handle the first few queries.
+const allowance, slack = 5, 4
 
 func TestIntegrationFlood(t *testing.T) {
 	startServer(t)
