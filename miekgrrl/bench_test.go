@@ -183,12 +183,40 @@ func BenchmarkFreshHandlerBare(b *testing.B) {
 }
 
 // The same handler behind the middleware, for a client that sends back its
-// server cookie: checked, not debited, and a fresh cookie attached.
+// server cookie: checked, not debited, and sent back (it is young).
 func BenchmarkFreshHandlerValidCookie(b *testing.B) {
 	cookies := NewCookies([16]byte{1})
 	client := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}
 	first := new(dns.Msg)
 	cookies.AddServerCookie(first, cookieQuery("a.", "0102030405060708"), netipAddr(client), time.Now())
+	req := cookieQuery("www.example.org.", respCookie(first))
+	h := Middleware(benchLimiter(b), freshHandler(b), Options{Cookies: cookies})
+	w := &discardWriter{remote: client}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeDNS(w, req)
+	}
+}
+
+// A client that sends only its client cookie: a fresh server cookie is made
+// for every response.
+func BenchmarkFreshHandlerClientCookie(b *testing.B) {
+	h := Middleware(benchLimiter(b), freshHandler(b), Options{Cookies: NewCookies([16]byte{1})})
+	req := cookieQuery("www.example.org.", "0102030405060708")
+	w := &discardWriter{remote: &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeDNS(w, req)
+	}
+}
+
+// A server cookie over half an hour old: valid, but renewed in every
+// response.
+func BenchmarkFreshHandlerRenewedCookie(b *testing.B) {
+	cookies := NewCookies([16]byte{1})
+	client := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}
+	first := new(dns.Msg)
+	cookies.AddServerCookie(first, cookieQuery("a.", "0102030405060708"), netipAddr(client), time.Now().Add(-40*time.Minute))
 	req := cookieQuery("www.example.org.", respCookie(first))
 	h := Middleware(benchLimiter(b), freshHandler(b), Options{Cookies: cookies})
 	w := &discardWriter{remote: client}

@@ -520,8 +520,9 @@ func udpSize(req *dns.Msg) int {
 
 // AcceptCookieOnly is a dns.MsgAcceptFunc that accepts what
 // dns.DefaultMsgAcceptFunc accepts and, in addition, queries without a
-// question, which RFC 7873 section 5.4 uses to learn a server cookie. The
-// handler must be ready for requests with no question.
+// question, which RFC 7873 section 5.4 uses to learn a server cookie.
+// Middleware answers those itself, without calling its handler; a handler
+// served without Middleware must be ready for requests with no question.
 func AcceptCookieOnly(dh dns.Header) dns.MsgAcceptAction {
 	const qr, opcodeShift = 1 << 15, 11
 	if dh.Qdcount == 0 && dh.Bits&qr == 0 && int(dh.Bits>>opcodeShift)&0xF == dns.OpcodeQuery &&

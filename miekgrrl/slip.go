@@ -51,7 +51,6 @@ type slip struct {
 	opts   [1]dns.EDNS0
 	cookie dns.EDNS0_COOKIE
 	text   [cookieTextLen]byte // the cookie's text
-	tsig   dns.TSIG
 }
 
 // slipReply is SlipReply with the client cookie already decoded: BADCOOKIE
@@ -114,7 +113,7 @@ func (s *slip) setTSIG(req, resp *dns.Msg, now time.Time) {
 	if fudge == 0 {
 		fudge = 300
 	}
-	s.tsig = dns.TSIG{
+	tsig := &dns.TSIG{ // allocated apart: rare, and large
 		Hdr:        dns.RR_Header{Name: from.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY},
 		Algorithm:  from.Algorithm,
 		Fudge:      fudge,
@@ -122,7 +121,7 @@ func (s *slip) setTSIG(req, resp *dns.Msg, now time.Time) {
 		OrigId:     s.msg.Id,
 		Error:      rcode,
 	}
-	s.msg.Extra = append(s.extra[:len(s.msg.Extra)], &s.tsig)
+	s.msg.Extra = append(s.extra[:len(s.msg.Extra)], tsig)
 }
 
 // setOPT gives the reply an OPT record without options: resp's UDP size and
