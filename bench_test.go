@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 )
 
@@ -90,7 +91,7 @@ func BenchmarkDebitAddrSpray(b *testing.B) {
 func BenchmarkDebitParallel(b *testing.B) {
 	r := benchRRL(b)
 	tuple := answer("www.example.com.")
-	var next atomicInt64
+	var next atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		g := next.Add(1)
 		src := netip.AddrFrom4([4]byte{10, byte(g >> 8), byte(g), 1})

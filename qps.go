@@ -1,0 +1,68 @@
+package rrl
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// qpsScaler implements qps-scale: when the server as a whole sends more
+// than target responses per second, every response allowance (and
+// all-per-second, and slip-ratio above 2) shrinks by target/qps, so that
+// limiting tightens as the load grows. Every Debit that is not exempt counts,
+// TCP included, as in BIND. The rate is measured over each whole second
+// (BIND measures over the window): shards count responses, and the first
+// Debit of a new second adds them up and sets the factor for that second.
+type qpsScaler struct {
+	target float64
+	second atomic.Int64
+	factor atomicFloat64 // <= 1
+}
+
+func newQPSScaler(target float64) *qpsScaler {
+	q := &qpsScaler{target: target}
+	q.second.Store(math.MinInt64)
+	q.factor.Store(1)
+	return q
+}
+
+// observe counts one response and, on the first response of a new second,
+// sets the scale factor from the rate over the seconds since the last one.
+func (q *qpsScaler) observe(t *table, s *shard, now int64) {
+	s.qps.Add(1)
+	sec := now / int64(time.Second)
+	old := q.second.Load()
+	if sec <= old || !q.second.CompareAndSwap(old, sec) {
+		return // a reading from before the second turned must not turn it back
+	}
+	var total int64
+	for i := range t.shards {
+		total += t.shards[i].qps.Swap(0)
+	}
+	elapsed := float64(1)
+	if old != math.MinInt64 {
+		elapsed = float64(max(sec-old, 1))
+	}
+	f := 1.0
+	if qps := float64(total) / elapsed; qps > q.target {
+		f = q.target / qps
+	}
+	q.factor.Store(f)
+}
+
+// scale stretches an interval by the current factor, as BIND scales a rate
+// down, but never to less than one response per second (BIND's floor)
+// unless the configured rate was already lower.
+func (q *qpsScaler) scale(interval int64) int64 {
+	f := q.factor.Load()
+	if f >= 1 {
+		return interval
+	}
+	return max(interval, int64(min(float64(interval)/f, float64(time.Second))))
+}
+
+// atomicFloat64 is a float64 read and written atomically.
+type atomicFloat64 struct{ bits atomic.Uint64 }
+
+func (f *atomicFloat64) Load() float64   { return math.Float64frombits(f.bits.Load()) }
+func (f *atomicFloat64) Store(v float64) { f.bits.Store(math.Float64bits(v)) }
