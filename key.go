@@ -174,6 +174,11 @@ func load64(s string) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
+// Source returns the client address and whether the transport is UDP, as
+// Debit reads them from src, so that an integration holding a net.Addr can
+// read it once and call DebitAddr. See addrOf.
+func Source(src net.Addr) (addr netip.Addr, udp bool) { return addrOf(src) }
+
 // addrOf extracts the client address and transport from a net.Addr without
 // allocating for the standard types. For other implementations it parses
 // String() and asks Network() whether it is UDP. A source whose address

@@ -111,3 +111,25 @@ func TestClockSteps(t *testing.T) {
 		t.Errorf("a window later: %s, want SD", got)
 	}
 }
+
+func TestSource(t *testing.T) {
+	var typedNil *net.UDPAddr
+	for _, c := range []struct {
+		src  net.Addr
+		addr string
+		udp  bool
+	}{
+		{udp("192.0.2.1"), "192.0.2.1", true},
+		{tcp("2001:db8::1"), "2001:db8::1", false},
+		{otherAddr{"tcp", "[2001:db8::2]:853"}, "2001:db8::2", false},
+		{otherAddr{"udp4", "192.0.2.9"}, "192.0.2.9", true},
+		{otherAddr{"tcp", "bogus"}, "invalid IP", true},
+		{typedNil, "invalid IP", true},
+		{nil, "invalid IP", true},
+	} {
+		addr, isUDP := Source(c.src)
+		if addr.String() != c.addr || isUDP != c.udp {
+			t.Errorf("Source(%#v) = %s, %v; want %s, %v", c.src, addr, isUDP, c.addr, c.udp)
+		}
+	}
+}
