@@ -82,10 +82,10 @@
 // FORMERR. Neither reaches the handler. A ResponseWriter the handler keeps
 // past its return (without Hijack) is dead: writes fail with ErrWriterDone.
 //
-// Per query the middleware adds about 250 ns and one 16-byte allocation
-// (the writer the handler gets) to the handler's cost, about half of it the
-// core's Debit; a response with a server cookie costs one more allocation,
-// for its copy (see README.md).
+// Per query the middleware adds a few hundred nanoseconds (about half of
+// it the core's Debit) and one 16-byte allocation (the writer the handler
+// gets) to the handler's cost; a response with a server cookie costs one
+// more allocation, for its copy (see README.md).
 //
 // To take cookie-only queries (no question) at all, serve with
 // dns.Server{MsgAcceptFunc: miekgrrl.AcceptCookieOnly}.
