@@ -99,6 +99,9 @@ func FuzzCookie(f *testing.F) {
 			(n < 8 || (n > 8 && n < 16) || n > 40) && st != CookieBad:
 			t.Fatalf("%d-byte cookie: %v", n, st)
 		}
+		if wellFormed := n == 8 || (n >= 16 && n <= 40); MalformedCookie(req) == wellFormed {
+			t.Fatalf("%d-byte cookie: MalformedCookie %v", n, !wellFormed)
+		}
 		resp := new(dns.Msg).SetReply(req)
 		c.AddServerCookie(resp, req, client, now)
 		if n == 8 || (n >= 16 && n <= 40) {

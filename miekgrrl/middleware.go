@@ -23,9 +23,12 @@ type Options struct {
 
 	// Cookies, if set, makes the middleware a DNS COOKIE server: a request
 	// with a valid server cookie bypasses the limiter, every response to a
-	// request with a client cookie gets a fresh server cookie (replacing any
-	// COOKIE option the handler set), and a slipped response to such a
-	// request is BADCOOKIE rather than TC=1.
+	// request with a client cookie gets a server cookie (replacing any
+	// COOKIE option the handler set): the request's own, as it came, if it
+	// is valid, made with the current secret and under half an hour old,
+	// else a fresh one. A slipped response to such a request is BADCOOKIE
+	// rather than TC=1, and a request with a malformed COOKIE option gets
+	// FORMERR.
 	Cookies *Cookies
 
 	// OnDecision, if set, is called once per request for which the handler
