@@ -66,8 +66,10 @@ type Decision struct {
 	Cookie     CookieState
 	ReportOnly bool
 
-	// Request is the query; Response is the handler's answer, not the slip
-	// reply. Neither may be kept or changed by the hook.
+	// Request is the query; Response is the handler's answer (or the
+	// middleware's own, for the requests it answers itself), not the slip
+	// reply nor the copy that carries a server cookie. Neither may be kept
+	// or changed by the hook.
 	Request, Response *dns.Msg
 }
 
