@@ -129,7 +129,7 @@ func BenchmarkSlipReply(b *testing.B) {
 }
 
 func netipAddr(a net.Addr) netip.Addr {
-	ip, _, _ := clientAddr(a)
+	ip, _ := clientAddr(a)
 	return ip
 }
 

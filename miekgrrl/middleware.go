@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -133,7 +132,7 @@ func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	s := &cw.s
 	s.rw, s.h, s.req = w, h, req
 	s.remote = w.RemoteAddr()
-	s.client, s.udp, s.addrKnown = clientAddr(s.remote)
+	s.client, s.udp = clientAddr(s.remote)
 	if h.opts.Cookies != nil {
 		// The clock is read only for requests with a cookie.
 		if o, n := cookieOptions(req); n > 0 {
@@ -200,19 +199,18 @@ type writer struct {
 
 // state is what the middleware knows of one request and its response.
 type state struct {
-	rw        dns.ResponseWriter // the server's writer
-	h         *middleware
-	req       *dns.Msg
-	remote    net.Addr
-	client    netip.Addr
-	udp       bool
-	addrKnown bool // remote is a *net.UDPAddr or *net.TCPAddr (or nil)
-	ck        cookieInfo
-	now       time.Time // read when the request has a cookie
-	origin    string
-	tuple     rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
-	decided   bool
-	action    rrl.Action // what to do with this and any later message
+	rw      dns.ResponseWriter // the server's writer
+	h       *middleware
+	req     *dns.Msg
+	remote  net.Addr
+	client  netip.Addr
+	udp     bool
+	ck      cookieInfo
+	now     time.Time // read when the request has a cookie
+	origin  string
+	tuple   rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
+	decided bool
+	action  rrl.Action // what to do with this and any later message
 }
 
 // handle is the ResponseWriter a handler gets: it works while its writer is
@@ -397,12 +395,7 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 	limited := s.ck.state != CookieValid
 	if limited {
 		s.tuple = Tuple(s.req, m, s.wildcardOrigin(m))
-		if s.addrKnown {
-			s.action, ipr, rtr = h.limiter.DebitAddr(s.client, s.udp, &s.tuple)
-		} else {
-			// The core's own rules for other kinds of address.
-			s.action, ipr, rtr = h.limiter.Debit(s.remote, &s.tuple)
-		}
+		s.action, ipr, rtr = h.limiter.DebitAddr(s.client, s.udp, &s.tuple)
 	} else {
 		s.action, ipr, rtr = rrl.Send, rrl.IPNotReached, rrl.RTNotReached
 	}
@@ -485,47 +478,11 @@ func (s *state) slipReply(m *dns.Msg) *dns.Msg {
 }
 
 // clientAddr returns the client's address without its zone, IPv4-mapped
-// IPv6 addresses made IPv4, and whether the transport is UDP, by the core's
-// rule (see rrl.RRL.Debit): a source whose address cannot be had (nil, a
-// typed nil, no IP, unparsable) is the zero Addr over UDP, and so is
-// limited. known is false for types other than *net.UDPAddr and
-// *net.TCPAddr, for which the middleware leaves the reading of the address
-// to rrl.RRL.Debit.
-func clientAddr(a net.Addr) (ip netip.Addr, udp, known bool) {
-	switch a := a.(type) {
-	case nil:
-		return netip.Addr{}, true, true
-	case *net.UDPAddr:
-		if a == nil {
-			return netip.Addr{}, true, true
-		}
-		ip, _ = netip.AddrFromSlice(a.IP)
-		return ip.Unmap().WithZone(""), true, true
-	case *net.TCPAddr:
-		if a == nil {
-			return netip.Addr{}, true, true
-		}
-		ip, _ = netip.AddrFromSlice(a.IP)
-		return ip.Unmap().WithZone(""), !ip.IsValid(), true
-	}
-	ip, udp = parseAddr(a)
-	return ip.Unmap().WithZone(""), udp, false
-}
-
-// parseAddr reads the address of other net.Addr types as the core does,
-// including typed nils whose methods panic.
-func parseAddr(a net.Addr) (ip netip.Addr, udp bool) {
-	defer func() {
-		if recover() != nil {
-			ip, udp = netip.Addr{}, true
-		}
-	}()
-	s := a.String()
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		ip = ap.Addr()
-	} else if ip, err = netip.ParseAddr(s); err != nil {
-		return netip.Addr{}, true
-	}
-	network := a.Network()
-	return ip, network == "" || strings.HasPrefix(network, "udp")
+// IPv6 addresses made IPv4, and whether the transport is UDP, as the core's
+// Debit reads them (rrl.Source): a source whose address cannot be had (nil,
+// a typed nil, no IP, unparsable) is the zero Addr over UDP, and so is
+// limited, in the network 0.0.0.0.
+func clientAddr(a net.Addr) (netip.Addr, bool) {
+	ip, udp := rrl.Source(a)
+	return ip.Unmap().WithZone(""), udp
 }

@@ -402,28 +402,28 @@ func TestMiddlewareSeveralMessages(t *testing.T) {
 
 func TestClientAddr(t *testing.T) {
 	for _, tc := range []struct {
-		addr  net.Addr
-		want  string
-		udp   bool
-		known bool
+		addr net.Addr
+		want string
+		udp  bool
 	}{
-		{&net.UDPAddr{IP: net.ParseIP("::ffff:192.0.2.1"), Port: 1}, "192.0.2.1", true, true},
-		{&net.UDPAddr{IP: net.ParseIP("fe80::1"), Port: 1, Zone: "eth0"}, "fe80::1", true, true},
-		{&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 1}, "2001:db8::1", false, true},
-		{fakeAddr{"udp", "192.0.2.9:53"}, "192.0.2.9", true, false},
-		{fakeAddr{"tcp", "[2001:db8::9]:53"}, "2001:db8::9", false, false},
+		{&net.UDPAddr{IP: net.ParseIP("::ffff:192.0.2.1"), Port: 1}, "192.0.2.1", true},
+		{&net.UDPAddr{IP: net.ParseIP("fe80::1"), Port: 1, Zone: "eth0"}, "fe80::1", true},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 1}, "2001:db8::1", false},
+		{fakeAddr{"udp", "192.0.2.9:53"}, "192.0.2.9", true},
+		{fakeAddr{"tcp", "[2001:db8::9]:53"}, "2001:db8::9", false},
+		{fakeAddr{"tcp", "[::ffff:192.0.2.9%eth0]:53"}, "192.0.2.9", false},
 		// Sources whose address cannot be had are the zero address over
 		// UDP, as the core takes them: limited, never let through.
-		{fakeAddr{"unix", "/tmp/sock"}, "invalid IP", true, false},
-		{nil, "invalid IP", true, true},
-		{(*net.UDPAddr)(nil), "invalid IP", true, true},
-		{(*net.TCPAddr)(nil), "invalid IP", true, true},
-		{&net.TCPAddr{}, "invalid IP", true, true},
-		{(*fakePtrAddr)(nil), "invalid IP", true, false},
+		{fakeAddr{"unix", "/tmp/sock"}, "invalid IP", true},
+		{nil, "invalid IP", true},
+		{(*net.UDPAddr)(nil), "invalid IP", true},
+		{(*net.TCPAddr)(nil), "invalid IP", true},
+		{&net.TCPAddr{}, "invalid IP", true},
+		{(*fakePtrAddr)(nil), "invalid IP", true},
 	} {
-		got, udp, known := clientAddr(tc.addr)
-		if got.String() != tc.want || udp != tc.udp || known != tc.known {
-			t.Errorf("%#v: %v %v %v, want %v %v %v", tc.addr, got, udp, known, tc.want, tc.udp, tc.known)
+		got, udp := clientAddr(tc.addr)
+		if got.String() != tc.want || udp != tc.udp {
+			t.Errorf("%#v: %v %v, want %v %v", tc.addr, got, udp, tc.want, tc.udp)
 		}
 	}
 }
