@@ -20,6 +20,7 @@ type debit struct {
 }
 
 type pendingEvent struct {
+	key              uint64
 	kind             byte
 	started, evicted bool
 }
@@ -112,12 +113,12 @@ func (d *debit) charge(s *shard, key uint64, kind byte, k rate) (uint32, bool) {
 	iv := r.interval(k)
 	i, gone := s.get(key, d.now, credit(iv), kind)
 	if gone.limited {
-		d.event(gone.kind, false, true)
+		d.event(gone.key, gone.kind, false, true)
 	}
 	inDebt := s.charge(i, d.now, iv, credit(iv), r.debt(iv))
 	if a := s.at(i); a.limited != inDebt {
 		a.limited = inDebt
-		d.event(kind, inDebt, false)
+		d.event(key, kind, inDebt, false)
 	}
 	return i, inDebt
 }
@@ -147,9 +148,9 @@ func (d *debit) countAlone() {
 	s.mu.Unlock()
 }
 
-func (d *debit) event(kind byte, started, evicted bool) {
+func (d *debit) event(key uint64, kind byte, started, evicted bool) {
 	if d.r.observer != nil && int(d.nEvents) < len(d.events) {
-		d.events[d.nEvents] = pendingEvent{kind, started, evicted}
+		d.events[d.nEvents] = pendingEvent{key, kind, started, evicted}
 		d.nEvents++
 	}
 }
@@ -157,7 +158,7 @@ func (d *debit) event(kind byte, started, evicted bool) {
 // report tells the observer about the episodes this Debit began or ended.
 func (d *debit) report() {
 	for _, p := range d.events[:d.nEvents] {
-		e := Event{Started: p.started, Evicted: p.evicted, Limit: limitName(p.kind)}
+		e := Event{Started: p.started, Evicted: p.evicted, Limit: limitName(p.kind), Account: p.key}
 		if !p.evicted {
 			e.Network = d.net.prefix()
 			if p.kind < kindRequests {

@@ -5,14 +5,17 @@ import "net/netip"
 // Event reports that an account started or stopped being limited. An RRL
 // with an observer (Config.SetObserver) reports each episode once: Started
 // on the first response the account limits, and !Started on the first
-// response it sends again afterwards, or when the account is recycled while
-// still limited (Evicted; the account's network and tuple are unknown
-// then). An account that stops being asked about stays in its episode
-// until one of those happens (BIND instead reports it after 60 quiet
-// seconds).
+// response it sends again afterwards, when EndQuietEpisodes finds it has
+// been out of debt for a while, or when the account is recycled while still
+// limited (Evicted). Only the first of these knows the account's network
+// and tuple; Account matches the stop to its start.
 type Event struct {
 	Started bool
 	Evicted bool
+
+	// Account identifies the account for as long as it lives: the same
+	// value in the events that start and stop an episode.
+	Account uint64
 
 	// Limit names the allowance: one of the per-category keywords
 	// ("responses-per-second", ...), "all-per-second" or "requests-per-second".

@@ -164,3 +164,36 @@ func (r *RRL) debt(interval int64) int64 { return max(r.cfg.window, interval) }
 func (r *RRL) statsShard(n network) *shard {
 	return r.table.shard((n.hi ^ n.lo) * 0x9e3779b97f4a7c15)
 }
+
+// sweepPerShard bounds the accounts EndQuietEpisodes looks at in one shard
+// per call, so that it holds a shard's lock only briefly.
+const sweepPerShard = 1024
+
+// EndQuietEpisodes ends the limiting episodes of accounts that have been
+// out of debt for at least quiet, reporting each to the observer as a stop
+// (with Account set, and Network and Tuple zero), and returns how many it
+// ended. Debit ends an episode only when the account is asked about again,
+// and the victim of a spoofed flood usually is not once the flood stops: a
+// server that logs episodes calls this every few seconds (BIND reports an
+// account idle for 60 seconds). It looks at the least recently used accounts
+// in debt first and stops at the first that is still too recent, so it costs
+// little; it never blocks a shard for more than a bounded number of steps.
+func (r *RRL) EndQuietEpisodes(quiet time.Duration) int {
+	if r == nil {
+		return 0
+	}
+	before := r.now() - int64(max(quiet, 0))
+	var ended []recycled
+	for i := range r.table.shards {
+		s := &r.table.shards[i]
+		s.mu.Lock()
+		ended = s.quiet(before, sweepPerShard, ended)
+		s.mu.Unlock()
+	}
+	if r.observer != nil {
+		for _, e := range ended {
+			r.observer(Event{Limit: limitName(e.kind), Account: e.key})
+		}
+	}
+	return len(ended)
+}

@@ -297,8 +297,8 @@ func TestObserverReportsEpisodesOnce(t *testing.T) {
 	if len(events) != 2 {
 		t.Fatalf("got %d events, want 2 (start, stop): %+v", len(events), events)
 	}
-	want := Event{Started: true, Limit: "responses-per-second", Network: netip.MustParsePrefix("192.0.2.0/24"), Tuple: *a}
-	if events[0] != want {
+	want := Event{Started: true, Limit: "responses-per-second", Network: netip.MustParsePrefix("192.0.2.0/24"), Tuple: *a, Account: events[0].Account}
+	if events[0] != want || want.Account == 0 {
 		t.Errorf("start: %+v, want %+v", events[0], want)
 	}
 	want.Started = false
@@ -317,9 +317,13 @@ func TestObserverReportsEvictedEpisode(t *testing.T) {
 	r := NewRRL(c)
 	debitN(r, udp("192.0.2.1"), answer("a."), 2)
 	debitN(r, udp("192.0.2.1"), answer("b."), 1)
+	if len(events) == 0 {
+		t.Fatal("no events")
+	}
+	id := events[0].Account
 	want := []Event{
-		{Started: true, Limit: "responses-per-second", Network: netip.MustParsePrefix("192.0.2.0/24"), Tuple: *answer("a.")},
-		{Evicted: true, Limit: "responses-per-second"},
+		{Started: true, Limit: "responses-per-second", Network: netip.MustParsePrefix("192.0.2.0/24"), Tuple: *answer("a."), Account: id},
+		{Evicted: true, Limit: "responses-per-second", Account: id},
 	}
 	if fmt.Sprint(events) != fmt.Sprint(want) {
 		t.Errorf("got %+v\nwant %+v", events, want)
@@ -469,5 +473,54 @@ func TestQPSScaleIgnoresLateReadings(t *testing.T) {
 	r.qps.observe(r.table, s, 11*sec-1)
 	if got := r.qps.factor.Load(); got != busy || r.qps.second.Load() != 11 {
 		t.Errorf("a late reading changed the factor to %v and the second to %d", got, r.qps.second.Load())
+	}
+}
+
+func TestEndQuietEpisodes(t *testing.T) {
+	clock := newTestClock()
+	var events []Event
+	c := NewConfig()
+	c.SetValue("responses-per-second", "1")
+	c.SetValue("window", "5")
+	c.SetNowFunc(clock.Now)
+	c.SetObserver(func(e Event) { events = append(events, e) })
+	r := NewRRL(c)
+	victim, other := udp("192.0.2.1"), udp("198.51.100.1")
+	debitN(r, victim, answer("a."), 100) // five seconds in debt
+	clock.Advance(3 * time.Second)
+	debitN(r, other, answer("b."), 5) // four seconds in debt
+	if len(events) != 2 || !events[0].Started || !events[1].Started {
+		t.Fatalf("events: %+v", events)
+	}
+	start := events[0]
+
+	if n := r.EndQuietEpisodes(time.Minute); n != 0 {
+		t.Errorf("ended %d episodes of accounts still in debt", n)
+	}
+	clock.Advance(2*time.Second + time.Minute) // the victim's debt repaid a minute ago
+	if n := r.EndQuietEpisodes(time.Minute); n != 1 {
+		t.Fatalf("ended %d episodes, want the victim's one", n)
+	}
+	stop := events[2]
+	if stop.Started || stop.Evicted || stop.Account != start.Account || stop.Limit != "responses-per-second" {
+		t.Errorf("stop event %+v does not match start %+v", stop, start)
+	}
+	clock.Advance(time.Minute)
+	if n := r.EndQuietEpisodes(time.Minute); n != 1 || events[3].Account != events[1].Account {
+		t.Errorf("second sweep ended %d: %+v", n, events)
+	}
+	if n := r.EndQuietEpisodes(0); n != 0 {
+		t.Errorf("a third sweep ended %d episodes", n)
+	}
+	// The ended account is recycled first, and a later limit starts anew.
+	if got := actions(r, victim, answer("a."), 2); got != "ST" {
+		t.Errorf("the victim after its episode ended: %s", got)
+	}
+	if last := events[len(events)-1]; !last.Started || last.Account != start.Account {
+		t.Errorf("a new episode was not reported: %+v", last)
+	}
+	var nilRRL *RRL
+	if nilRRL.EndQuietEpisodes(time.Second) != 0 {
+		t.Error("nil RRL")
 	}
 }

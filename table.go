@@ -121,6 +121,7 @@ func (s *shard) at(i uint32) *account { return &s.chunks[i>>chunkBits][i&(chunkL
 
 // recycled describes an account whose place a new one took, for Event.
 type recycled struct {
+	key     uint64
 	kind    byte
 	limited bool
 }
@@ -138,7 +139,7 @@ func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone re
 	} else {
 		i = s.victim(now)
 		a := s.at(i)
-		gone = recycled{a.kind, a.limited}
+		gone = recycled{a.key.join(), a.kind, a.limited}
 		s.unindex(s.position(a.key.join(), i))
 		s.remove(i)
 		s.stats.Evictions++
@@ -246,6 +247,45 @@ func (s *shard) charge(i uint32, now, interval, credit, debt int64) bool {
 		s.push(i, l)
 	}
 	return inDebt
+}
+
+// quiet moves up to max accounts that went into debt but have been out of
+// it since before the given time from the debt list to the oldest end of
+// the credit list, and returns those that were in a limiting episode,
+// which it ends. It walks the debt list from its least recently used end
+// and stops at the first account still too recent, so its work is paid
+// for by the episodes it ends (BIND's log_stops stops the same way).
+func (s *shard) quiet(before int64, max int, ended []recycled) []recycled {
+	for n := 0; n < max; n++ {
+		i := s.lists[listDebt].oldest
+		if i == none {
+			break
+		}
+		a := s.at(i)
+		if int64(a.tat.join()) > before {
+			break
+		}
+		if a.limited {
+			a.limited = false
+			ended = append(ended, recycled{a.key.join(), a.kind, true})
+		}
+		s.remove(i)
+		s.pushOldest(i, listCredit)
+	}
+	return ended
+}
+
+// pushOldest makes account i the oldest of list l.
+func (s *shard) pushOldest(i uint32, l uint8) {
+	a := s.at(i)
+	list := &s.lists[l]
+	a.list, a.older, a.newer = l, none, list.oldest
+	if list.oldest != none {
+		s.at(list.oldest).older = i
+	} else {
+		list.newest = i
+	}
+	list.oldest = i
 }
 
 // push makes account i the newest of list l.
