@@ -16,15 +16,15 @@ type RRL struct {
 	table     *table
 	injected  *injectedClock  // nil: the built-in coarse clock
 	intervals [rateLast]int64 // nanoseconds of credit one response costs; 0 is off
-	active    bool            // some interval is set
 	qps       *qpsScaler      // nil unless qps-scale is set
 	observer  func(Event)     // nil unless Config.SetObserver
 }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
 // which limits nothing; in a Config not made by NewConfig, settings that
-// are zero or out of range take their defaults. The table's hash index grows with use; the accounts
-// never outnumber max-table-size.
+// are zero or out of range take their defaults. The table's index is
+// allocated whole, its accounts as they come, never more than
+// max-table-size of them.
 func NewRRL(cfg *Config) *RRL {
 	if cfg == nil {
 		cfg = NewConfig()
@@ -37,7 +37,6 @@ func NewRRL(cfg *Config) *RRL {
 	for i := range r.intervals {
 		if f := r.cfg.rate(rate(i)); f > 0 {
 			r.intervals[i] = int64(float64(time.Second) / f)
-			r.active = true
 		}
 	}
 	if r.cfg.qpsScale > 0 {
@@ -70,8 +69,8 @@ func NewRRL(cfg *Config) *RRL {
 // cannot be had (nil, a typed nil, an empty IP, unparsable text) counts as
 // the network 0.0.0.0 over UDP, so every such source shares one account
 // and is limited; a nil tuple, or one with a category out of range, counts
-// as an error response. Zones of IPv6 addresses are ignored; IPv4-mapped IPv6 addresses
-// count as IPv4.
+// as an error response. Zones of IPv6 addresses are ignored; IPv4-mapped
+// IPv6 addresses count as IPv4.
 func (r *RRL) Debit(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
 	addr, udp := addrOf(src)
 	return r.DebitAddr(addr, udp, tuple)
