@@ -160,3 +160,11 @@ func TestKeywordsAreAccepted(t *testing.T) {
 		t.Errorf("Keywords lists %d keywords, SetValue knows %d", got, want)
 	}
 }
+
+func TestLimitNamesAreKeywords(t *testing.T) {
+	for kind := range limitNames {
+		if r, ok := rateKeywords[limitName(byte(kind))]; !ok || r != rate(kind) {
+			t.Errorf("kind %d is named %q, the keyword of rate %d", kind, limitName(byte(kind)), r)
+		}
+	}
+}

@@ -169,20 +169,18 @@ func (d *debit) report() {
 	}
 }
 
-func limitName(kind byte) string {
-	switch kind {
-	case kindRequests:
-		return "requests-per-second"
-	case kindAll:
-		return "all-per-second"
-	}
-	for k, r := range rateKeywords {
-		if r == rate(kind) {
-			return k
-		}
-	}
-	return ""
+// limitNames names the allowance of each kind of account, by its keyword.
+var limitNames = [...]string{
+	AllowanceAnswer:   "responses-per-second",
+	AllowanceReferral: "referrals-per-second",
+	AllowanceNoData:   "nodata-per-second",
+	AllowanceNXDomain: "nxdomains-per-second",
+	AllowanceError:    "errors-per-second",
+	kindRequests:      "requests-per-second",
+	kindAll:           "all-per-second",
 }
+
+func limitName(kind byte) string { return limitNames[kind] }
 
 // isExempt reports whether src is in exempt-clients.
 func (r *RRL) isExempt(src netip.Addr) bool {
