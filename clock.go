@@ -30,59 +30,78 @@ const maxStep = int64(24 * time.Hour)
 
 var processStart = time.Now()
 
-// coarseClock is the shared ticking clock. now and idle share a cache line
-// that only the ticker writes in steady state, so readers on many cores do
-// not contend.
+// coarseClock is the shared ticking clock. now and state share a cache
+// line that only the ticker writes in steady state (readers write state
+// once per tick at most), so readers on many cores do not contend.
 type coarseClock struct {
-	now     atomic.Int64 // nanoseconds since processStart, monotonic
-	idle    atomic.Bool  // no reader since the last tick
-	running atomic.Bool
-	mu      sync.Mutex // serialises starting the ticker
+	now   atomic.Int64  // nanoseconds since processStart, monotonic
+	state atomic.Uint32 // clockStopped, clockRead or clockUnread
+	mu    sync.Mutex    // serialises starting and stopping the ticker
 }
+
+// The ticker's states: stopped; running and read since the last tick;
+// running and not read since the last tick.
+const (
+	clockStopped = iota
+	clockRead
+	clockUnread
+)
 
 var coarse coarseClock
 
-// read returns the coarse time, starting the ticker if it is not running.
+// read returns the coarse time. It is small enough to be inlined; the
+// first read after a tick, and a read while the ticker is stopped, go
+// through wake.
 func (c *coarseClock) read() int64 {
-	if !c.running.Load() {
-		return c.start()
-	}
-	if c.idle.Load() {
-		c.idle.Store(false)
+	if c.state.Load() != clockRead {
+		return c.wake()
 	}
 	return c.now.Load()
+}
+
+// wake tells the ticker it has a reader, starting it if need be.
+func (c *coarseClock) wake() int64 {
+	if c.state.CompareAndSwap(clockUnread, clockRead) || c.state.Load() == clockRead {
+		return c.now.Load()
+	}
+	return c.start()
 }
 
 func (c *coarseClock) start() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.running.Load() {
+	if c.state.Load() != clockStopped {
 		return c.now.Load()
 	}
 	now := max(int64(time.Since(processStart)), c.now.Load())
 	c.now.Store(now)
-	c.idle.Store(false)
-	c.running.Store(true)
+	c.state.Store(clockRead)
 	go c.tick()
 	return now
 }
 
+// tick advances the clock every coarseTick and stops after idleTicks ticks
+// without a reader.
 func (c *coarseClock) tick() {
 	t := time.NewTicker(coarseTick)
 	defer t.Stop()
 	unused := 0
 	for range t.C {
 		c.now.Store(int64(time.Since(processStart)))
-		if !c.idle.Swap(true) {
+		if c.state.Swap(clockUnread) == clockRead {
 			unused = 0
 			continue
 		}
-		if unused++; unused >= idleTicks {
-			c.mu.Lock()
-			c.running.Store(false)
-			c.mu.Unlock()
+		if unused++; unused < idleTicks {
+			continue
+		}
+		c.mu.Lock()
+		stopped := c.state.CompareAndSwap(clockUnread, clockStopped)
+		c.mu.Unlock()
+		if stopped {
 			return
 		}
+		unused = 0
 	}
 }
 

@@ -31,7 +31,7 @@ func TestCoarseClock(t *testing.T) {
 
 	// With no reader for idleTicks ticks, the ticker exits.
 	deadline = time.Now().Add(10 * time.Second)
-	for coarse.running.Load() {
+	for coarse.state.Load() != clockStopped {
 		if time.Now().After(deadline) {
 			t.Fatal("the ticker still runs 10 s after the last read")
 		}
@@ -39,7 +39,7 @@ func TestCoarseClock(t *testing.T) {
 	}
 	stale := coarse.now.Load()
 	time.Sleep(5 * time.Millisecond)
-	if now := coarse.read(); now <= stale || !coarse.running.Load() {
-		t.Errorf("a read after the ticker stopped returned %d (stale %d) and running=%v", now, stale, coarse.running.Load())
+	if now := coarse.read(); now <= stale || coarse.state.Load() != clockRead {
+		t.Errorf("a read after the ticker stopped returned %d (stale %d) and state %d", now, stale, coarse.state.Load())
 	}
 }
