@@ -13,41 +13,57 @@ import (
 // came from a wildcard ("zone/wildcard") if such a map exists, and without
 // that record every name under a wildcard would be an account of its own.
 //
-// metadata.ContextWithMetadata would cost two allocations per query; this
-// context lives in the pooled recorder instead and reuses its map. Lookups
-// of the metadata key are answered from meta, all others from the request's
-// context, so deadlines and cancellation are the request's own.
+// It lives in the request's recorder, which is allocated per request and
+// never reused: plugins such as cache keep the context (and the writer) in
+// goroutines that outlive ServeDNS (prefetch, serve-stale verification), so
+// nothing whose address escapes into the chain may be recycled.
+//
+// The map itself is made only when a plugin looks the metadata key up, which
+// most responses never do: metadata.ContextWithMetadata costs two
+// allocations. Lookups of other keys are answered from the request's context,
+// and so are deadlines and cancellation.
 type metaContext struct {
 	parent context.Context
-	meta   context.Context // holds only the metadata map
-	md     map[string]metadata.Func
-	own    bool // this request uses md: no metadata plugin
+	meta   context.Context // holds only the metadata map; nil until asked for
+	own    bool            // this request uses meta: no metadata plugin
 }
 
 func (c *metaContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 func (c *metaContext) Done() <-chan struct{}       { return c.parent.Done() }
 func (c *metaContext) Err() error                  { return c.parent.Err() }
 
-// Value implements context.Context. meta holds nothing but the metadata
-// map, so any value it has is the answer.
+// metadataKey is the metadata plugin's context key, learnt once by asking
+// metadata.ValueFuncs to look it up in a context that records the question.
+var metadataKey = func() any {
+	var p keyProbe
+	metadata.ValueFuncs(&p)
+	return p.key
+}()
+
+type keyProbe struct {
+	context.Context
+	key any
+}
+
+func (p *keyProbe) Value(key any) any { p.key = key; return nil }
+
+// Value implements context.Context. The metadata key is answered from meta,
+// made on first use; any other from the request's context.
 func (c *metaContext) Value(key any) any {
-	if v := c.meta.Value(key); v != nil {
-		return v
+	if key == metadataKey {
+		if c.meta == nil {
+			c.meta = metadata.ContextWithMetadata(context.Background())
+		}
+		return c.meta.Value(key)
 	}
 	return c.parent.Value(key)
 }
 
 // withMetadata returns ctx if it already carries a metadata map, or else
-// c set up over ctx with an empty map.
+// c set up over ctx.
 func (c *metaContext) withMetadata(ctx context.Context) context.Context {
 	if metadata.ValueFuncs(ctx) != nil {
 		return ctx
-	}
-	if c.meta == nil {
-		c.meta = metadata.ContextWithMetadata(context.Background())
-		c.md = metadata.ValueFuncs(c.meta)
-	} else if len(c.md) > 0 {
-		clear(c.md)
 	}
 	c.parent, c.own = ctx, true
 	return c
@@ -55,12 +71,15 @@ func (c *metaContext) withMetadata(ctx context.Context) context.Context {
 
 // wildcardOrigin returns the parent of the wildcard that synthesised the
 // response ("example.org." for "*.example.org."), or "" when none did.
+// miekgrrl.Tuple takes this origin and names the account "*.<origin>",
+// the wildcard itself, as the core's SalientName convention has it.
 func (c *metaContext) wildcardOrigin(ctx context.Context) string {
 	var f metadata.Func
-	if c.own {
-		f = c.md[wildcardLabel]
-	} else {
+	switch {
+	case !c.own:
 		f = metadata.ValueFunc(ctx, wildcardLabel)
+	case c.meta != nil:
+		f = metadata.ValueFunc(c.meta, wildcardLabel)
 	}
 	if f == nil {
 		return ""

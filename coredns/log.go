@@ -14,20 +14,108 @@ import (
 
 // observe is the limiter's observer: it is told once when an account starts
 // being limited and once when it stops, and logs each, as BIND does, rather
-// than a line per dropped packet.
+// than a line per dropped packet. Stop and eviction lines have a budget of
+// their own, so that a flood of start lines cannot hide the ends of
+// episodes; the ticker (see tick) reports what either budget left out.
 func (s *instanceStats) observe(ev core.Event) {
 	if ev.Started {
 		s.limited.add(1)
 	} else {
 		s.limited.add(-1)
 	}
-	if suppressed, ok := s.logs.allow(time.Now()); ok {
-		msg := describe(ev, s.reportOnly)
+	var start string
+	if ev.Started {
+		start = describe(ev, s.reportOnly)
+		s.episodes.begin(ev.Account, start)
+	} else {
+		start = s.episodes.end(ev.Account)
+	}
+	logs := &s.logs
+	if !ev.Started {
+		logs = &s.stopLogs
+	}
+	if suppressed, ok := logs.allow(time.Now()); ok {
+		msg := start
+		if !ev.Started {
+			msg = describeStop(ev, start, s.reportOnly)
+		}
 		if suppressed > 0 {
 			msg += " (" + strconv.FormatInt(suppressed, 10) + " earlier lines suppressed)"
 		}
 		log.Info(msg)
 	}
+}
+
+// flushSuppressed logs how many lines either budget left out since the last
+// line, so that the count is not held back until the next episode.
+func (s *instanceStats) flushSuppressed() {
+	if n := s.logs.takeSuppressed(); n > 0 {
+		log.Infof("%d lines about accounts starting to be limited suppressed (at most %d per second)", n, maxLogLinesPerSecond)
+	}
+	if n := s.stopLogs.takeSuppressed(); n > 0 {
+		log.Infof("%d lines about accounts no longer limited suppressed (at most %d per second)", n, maxLogLinesPerSecond)
+	}
+}
+
+// maxEpisodes bounds the start lines kept to describe the matching stop: a
+// spoofed flood can start an episode for each of max-table-size accounts.
+const maxEpisodes = 10000
+
+// episodes remembers the start line of each account being limited, by the
+// core's Account, so that a stop line can name the network and the tuple even
+// when the stop comes from EndQuietEpisodes or an eviction, which do not.
+type episodes struct {
+	mu sync.Mutex
+	m  map[uint64]string
+}
+
+func (e *episodes) begin(account uint64, line string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		e.m = map[uint64]string{}
+	}
+	if len(e.m) < maxEpisodes {
+		e.m[account] = line
+	}
+}
+
+// end forgets the episode and returns its start line, "" if unknown.
+func (e *episodes) end(account uint64) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	line, ok := e.m[account]
+	if ok {
+		delete(e.m, account)
+	}
+	return line
+}
+
+func (e *episodes) len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.m)
+}
+
+// describeStop renders a stop or eviction. With the start line it names what
+// the start named; without it (the table of episodes was full, or the start
+// predates a reload) it says what the event itself knows.
+func describeStop(ev core.Event, start string, reportOnly bool) string {
+	if start == "" {
+		return describe(ev, reportOnly)
+	}
+	what := strings.TrimPrefix(start, "would ")
+	what = strings.TrimPrefix(what, "limit ")
+	var b strings.Builder
+	if reportOnly {
+		b.WriteString("would ")
+	}
+	b.WriteString("stop limiting ")
+	b.WriteString(what)
+	if ev.Evicted {
+		b.WriteString(" (account recycled: table full)")
+	}
+	return b.String()
 }
 
 // limitedCount counts accounts being limited; it never goes below zero, in
@@ -76,6 +164,16 @@ func (l *logLimiter) allow(now time.Time) (suppressed int64, ok bool) {
 	return suppressed, true
 }
 
+// takeSuppressed returns the number of lines suppressed since the last one
+// allowed, and forgets it.
+func (l *logLimiter) takeSuppressed() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.suppressed
+	l.suppressed = 0
+	return n
+}
+
 // limitNouns names what an allowance limits, in the words of BIND's log.
 var limitNouns = map[string]string{
 	"responses-per-second": "responses",
@@ -108,7 +206,13 @@ func describe(ev core.Event, reportOnly bool) string {
 		b.WriteString(noun)
 		b.WriteString(" to ")
 	}
-	b.WriteString(ev.Network.String())
+	if ev.Network.IsValid() {
+		b.WriteString(ev.Network.String())
+	} else {
+		// A stop from EndQuietEpisodes or an eviction whose start was not
+		// kept: the core no longer knows the network.
+		b.WriteString("account " + strconv.FormatUint(ev.Account, 10) + " (network not recorded)")
+	}
 	if name := ev.Tuple.SalientName; name != "" && !ev.Evicted && tupleNamed(ev) {
 		b.WriteString(" for ")
 		b.WriteString(name)

@@ -1,12 +1,10 @@
 package rrl
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 
 	"github.com/coredns/coredns/plugin"
-	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -88,6 +86,7 @@ var actionLabels = [core.ActionLast]string{
 // resolved once: a CounterVec lookup hashes its labels, which would cost
 // more than all the rest of the plugin's work on a query.
 type serverCounters struct {
+	server    string
 	responses [][core.AllowanceLast][core.ActionLast]prometheus.Counter // by zone index
 	exceeded  [][core.AllowanceLast]prometheus.Counter
 	requests  []prometheus.Counter
@@ -96,6 +95,7 @@ type serverCounters struct {
 
 func newServerCounters(server string, zones []string) *serverCounters {
 	sc := &serverCounters{
+		server:    server,
 		responses: make([][core.AllowanceLast][core.ActionLast]prometheus.Counter, len(zones)),
 		exceeded:  make([][core.AllowanceLast]prometheus.Counter, len(zones)),
 		requests:  make([]prometheus.Counter, len(zones)),
@@ -110,57 +110,107 @@ func newServerCounters(server string, zones []string) *serverCounters {
 		}
 		sc.requests[z] = requestsExceeded.WithLabelValues(server, zone)
 		sc.cookies[z] = cookieExemptTotal.WithLabelValues(server, zone)
+		seriesRefs.hold(server, zone)
 	}
 	return sc
 }
 
 // instanceStats is the metrics and logging side of one server block.
 type instanceStats struct {
+	seq          uint64 // order of creation: of two blocks with the same labels, the newer reports
 	zones        []string
 	reportOnly   bool
 	maxTableSize int
 	limiter      *core.RRL
 	servers      sync.Map // server address -> *serverCounters
-	last         atomic.Pointer[lastServer]
+	last         atomic.Pointer[serverCounters]
 	limited      limitedCount
-	logs         logLimiter
+	logs         logLimiter // start lines
+	stopLogs     logLimiter // stop and eviction lines, so that a flood of starts cannot hide them
+	episodes     episodes
+	released     atomic.Bool
 }
 
+var instanceSeq atomic.Uint64
+
 func newInstanceStats(zones []string, reportOnly bool) *instanceStats {
-	return &instanceStats{zones: zones, reportOnly: reportOnly}
+	return &instanceStats{seq: instanceSeq.Add(1), zones: zones, reportOnly: reportOnly}
 }
 
 // addServer makes the counters of a server ahead of traffic, so that every
 // series exists, at zero, from the start.
 func (s *instanceStats) addServer(server string) { s.forServer(server) }
 
-// lastServer caches the counters of the server seen last: a block nearly
-// always serves one listener, and comparing the name, which is usually the
-// very same string, is cheaper than hashing it for the map.
-type lastServer struct {
-	server string
-	sc     *serverCounters
-}
-
+// forServer returns the counters of a server. The server seen last is kept
+// aside: a block nearly always serves one listener, and comparing the name,
+// which is usually the very same string, is cheaper than hashing it for the
+// map. Alternating servers only moves the pointer; nothing is allocated.
 func (s *instanceStats) forServer(server string) *serverCounters {
-	if l := s.last.Load(); l != nil && l.server == server {
-		return l.sc
+	if sc := s.last.Load(); sc != nil && sc.server == server {
+		return sc
 	}
 	v, ok := s.servers.Load(server)
 	if !ok {
 		v, _ = s.servers.LoadOrStore(server, newServerCounters(server, s.zones))
 	}
 	sc := v.(*serverCounters)
-	s.last.Store(&lastServer{server: server, sc: sc})
+	s.last.Store(sc)
 	return sc
 }
 
+// release gives up the block's metric series: those that no other block
+// (in particular the one a reload put in its place) has are deleted, so
+// that a zone or server removed by a reload does not linger at its last
+// value. It is safe to call more than once.
+func (s *instanceStats) release() {
+	if !s.released.CompareAndSwap(false, true) {
+		return
+	}
+	s.servers.Range(func(k, _ any) bool {
+		for _, zone := range s.zones {
+			seriesRefs.drop(k.(string), zone)
+		}
+		return true
+	})
+}
+
+// refs counts the blocks that have the counter series of a (server, zone):
+// blocks of the old and the new configuration overlap during a reload, so a
+// series goes only when the last block that has it is released.
+type refs struct {
+	mu sync.Mutex
+	n  map[[2]string]int
+}
+
+var seriesRefs = &refs{n: map[[2]string]int{}}
+
+func (r *refs) hold(server, zone string) {
+	r.mu.Lock()
+	r.n[[2]string{server, zone}]++
+	r.mu.Unlock()
+}
+
+func (r *refs) drop(server, zone string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := [2]string{server, zone}
+	if r.n[k]--; r.n[k] > 0 {
+		return
+	}
+	delete(r.n, k)
+	l := prometheus.Labels{"server": server, "zone": zone}
+	responsesTotal.DeletePartialMatch(l)
+	responsesExceeded.DeletePartialMatch(l)
+	requestsExceeded.DeletePartialMatch(l)
+	cookieExemptTotal.DeletePartialMatch(l)
+}
+
 // count records one decision of the limiter.
-func (s *instanceStats) count(ctx context.Context, zone int, cat core.AllowanceCategory, act core.Action, ipr core.IPReason, rtr core.RTReason) {
+func (s *instanceStats) count(server string, zone int, cat core.AllowanceCategory, act core.Action, ipr core.IPReason, rtr core.RTReason) {
 	if cat >= core.AllowanceLast || act >= core.ActionLast {
 		return
 	}
-	sc := s.forServer(metrics.WithServer(ctx))
+	sc := s.forServer(server)
 	sc.responses[zone][cat][act].Inc()
 	if rtr == core.RTRateLimit || rtr == core.RTAllLimit {
 		sc.exceeded[zone][cat].Inc()
@@ -171,8 +221,8 @@ func (s *instanceStats) count(ctx context.Context, zone int, cat core.AllowanceC
 }
 
 // cookieExempt records a response sent unlimited for its server cookie.
-func (s *instanceStats) cookieExempt(ctx context.Context, zone int) {
-	s.forServer(metrics.WithServer(ctx)).cookies[zone].Inc()
+func (s *instanceStats) cookieExempt(server string, zone int) {
+	s.forServer(server).cookies[zone].Inc()
 }
 
 // instances is the set of running server blocks, which the table metrics
@@ -205,21 +255,30 @@ func (in *instances) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector. A block that listens on several
-// addresses reports its one table under each.
+// addresses reports its one table under each. Two blocks can have the same
+// labels (server, first zone) for a while: on reload the new configuration
+// starts before the old one shuts down. A registry refuses duplicate series
+// (the whole scrape fails), so only the newest block reports.
 func (in *instances) Collect(ch chan<- prometheus.Metric) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	newest := map[[2]string]*instanceStats{}
 	for s := range in.set {
-		st := s.limiter.GetStats(false)
-		limited := float64(s.limited.value())
 		zone := s.zones[0]
 		s.servers.Range(func(k, _ any) bool {
-			server := k.(string)
-			ch <- prometheus.MustNewConstMetric(tableSizeDesc, prometheus.GaugeValue, float64(st.CacheLength), server, zone)
-			ch <- prometheus.MustNewConstMetric(tableMaxDesc, prometheus.GaugeValue, float64(s.maxTableSize), server, zone)
-			ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), server, zone)
-			ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.GaugeValue, limited, server, zone)
+			key := [2]string{k.(string), zone}
+			if o := newest[key]; o == nil || o.seq < s.seq {
+				newest[key] = s
+			}
 			return true
 		})
+	}
+	for key, s := range newest {
+		st := s.limiter.GetStats(false)
+		server, zone := key[0], key[1]
+		ch <- prometheus.MustNewConstMetric(tableSizeDesc, prometheus.GaugeValue, float64(st.CacheLength), server, zone)
+		ch <- prometheus.MustNewConstMetric(tableMaxDesc, prometheus.GaugeValue, float64(s.maxTableSize), server, zone)
+		ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), server, zone)
+		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.GaugeValue, float64(s.limited.value()), server, zone)
 	}
 }

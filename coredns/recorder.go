@@ -2,7 +2,6 @@ package rrl
 
 import (
 	"net/netip"
-	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -15,6 +14,11 @@ import (
 // decided; otherwise (TCP, or a client with a valid server cookie) it writes
 // straight through and only remembers the first message for accounting, so
 // that a zone transfer's many messages stream as before.
+//
+// One recorder, with the context it carries, is allocated per request and
+// never reused: the chain may keep both past ServeDNS (cache prefetch and
+// serve-stale verification do, in goroutines), so pooling them would hand a
+// live writer and context to the next request.
 type recorder struct {
 	dns.ResponseWriter
 
@@ -29,28 +33,12 @@ type recorder struct {
 	held          bool     // msg is held and not yet written
 	passedThrough bool     // something was written that we could not hold
 
-	ctx metaContext // kept across uses: its metadata map is reused
+	ctx metaContext
 }
 
-var recorders = sync.Pool{New: func() any { return new(recorder) }}
-
-// getRecorder takes a recorder from the pool, so that a query costs no
-// allocation for it. Every field but ctx is set here.
-func getRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, client netip.Addr, now time.Time, cookie miekgrrl.CookieState, hold bool) *recorder {
-	rec := recorders.Get().(*recorder)
-	rec.ResponseWriter, rec.req, rec.h = w, r, h
-	rec.client, rec.now, rec.cookie, rec.hold = client, now, cookie, hold
-	rec.msg, rec.held, rec.passedThrough = nil, false, false
-	return rec
-}
-
-// putRecorder returns rec to the pool, dropping the references that would
-// keep a request's messages and writer alive; the rest is overwritten by
-// the next getRecorder.
-func putRecorder(rec *recorder) {
-	rec.ResponseWriter, rec.req, rec.msg = nil, nil, nil
-	rec.ctx.parent, rec.ctx.own = nil, false
-	recorders.Put(rec)
+// newRecorder makes the recorder of one request.
+func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, client netip.Addr, now time.Time, cookie miekgrrl.CookieState, hold bool) *recorder {
+	return &recorder{ResponseWriter: w, req: r, h: h, client: client, now: now, cookie: cookie, hold: hold}
 }
 
 // WriteMsg implements dns.ResponseWriter.
@@ -87,7 +75,28 @@ func (rec *recorder) Write(b []byte) (int, error) {
 // exempts them.
 func (rec *recorder) send(m *dns.Msg) error {
 	if rec.cookie != miekgrrl.CookieNone {
+		m = withOwnOPT(m)
 		rec.h.cookies.AddServerCookie(m, rec.req, rec.client, rec.now)
 	}
 	return rec.ResponseWriter.WriteMsg(m)
+}
+
+// withOwnOPT returns a shallow copy of m with its own additional section and
+// its own copy of the OPT record, if any, so that the server cookie can be
+// added without touching the message the plugin wrote: a plugin may write
+// one message to many clients (a shared or cached message), and writing the
+// cookie into it would race with the other requests and leak one client's
+// cookie to another.
+func withOwnOPT(m *dns.Msg) *dns.Msg {
+	c := *m
+	c.Extra = make([]dns.RR, len(m.Extra), len(m.Extra)+1)
+	copy(c.Extra, m.Extra)
+	for i, rr := range c.Extra {
+		if opt, ok := rr.(*dns.OPT); ok {
+			o := *opt
+			o.Option = append([]dns.EDNS0(nil), opt.Option...)
+			c.Extra[i] = &o
+		}
+	}
+	return &c
 }

@@ -6,12 +6,13 @@ package rrl
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coredns/coredns/plugin"
+	"github.com/coredns/coredns/plugin/metrics"
 	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 	ot "github.com/opentracing/opentracing-go"
@@ -29,11 +30,23 @@ type RRL struct {
 	limiter    *core.RRL
 	active     bool // some allowance is set; otherwise the plugin stands aside
 	reportOnly bool
-	streamOnly bool // the block's transport never carries bare UDP
 	traced     bool // the block has the trace plugin, which needs spans
 	cookies    *miekgrrl.Cookies
+	secret     [16]byte // the current cookie secret, to compare blocks on a listener
 	stats      *instanceStats
+	zoneIndex  map[string]int // zone -> index in Zones, when there are many
+
+	lifeMu   sync.Mutex
+	started  bool
+	stopped  bool
+	tickStop chan struct{} // closed to stop the ticker
+	tickDone chan struct{} // closed by the ticker when it has stopped
 }
+
+// zoneIndexFrom is the number of zones from which matchZone looks the
+// query's suffixes up in a map rather than comparing with each zone: a
+// reverse zone given as a /9 is 128 zones.
+const zoneIndexFrom = 8
 
 // wildcardLabel is the metadata label under which file, auto and cache name
 // the wildcard record ("*.example.org.") that synthesised an answer.
@@ -46,6 +59,15 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 		active:     cfg.IsActive(),
 		reportOnly: opts.reportOnly,
 		cookies:    newCookies(opts),
+		secret:     opts.secret,
+	}
+	if len(zones) >= zoneIndexFrom {
+		h.zoneIndex = make(map[string]int, len(zones))
+		for i, z := range zones {
+			if _, dup := h.zoneIndex[z]; !dup {
+				h.zoneIndex[z] = i
+			}
+		}
 	}
 	h.stats = newInstanceStats(zones, opts.reportOnly)
 	h.stats.maxTableSize = opts.maxTableSize
@@ -70,8 +92,8 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
 	}
 
-	client, udp := clientAddr(w.RemoteAddr())
-	udp = udp && !h.streamOnly
+	server := metrics.WithServer(ctx)
+	client, udp := transport(w, server)
 	var now time.Time
 	cookie := miekgrrl.CookieNone
 	if hasCookie(r) {
@@ -82,8 +104,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 
 	hold := udp && cookie != miekgrrl.CookieValid
-	rec := getRecorder(w, r, h, client, now, cookie, hold)
-	defer putRecorder(rec)
+	rec := newRecorder(w, r, h, client, now, cookie, hold)
 	ctx = rec.ctx.withMetadata(ctx)
 	rcode, err := h.next(ctx, rec, r)
 
@@ -96,7 +117,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if rec.msg == nil {
 		return rcode, err // the chain wrote nothing we could read
 	}
-	act := h.account(ctx, zone, client, udp, hold, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
+	act := h.account(server, zone, client, udp, hold, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.held {
 		h.deliver(rec, act, now)
 		if !plugin.ClientWrite(rcode) {
@@ -127,9 +148,9 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 // charged, so that qps-scale and the statistics see the whole load, but it is
 // counted as sent whatever the limiter says. requests-per-second therefore
 // limits UDP only here, which is where reflection happens.
-func (h *RRL) account(ctx context.Context, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) core.Action {
+func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) core.Action {
 	if cookie == miekgrrl.CookieValid {
-		h.stats.cookieExempt(ctx, zone)
+		h.stats.cookieExempt(server, zone)
 		return core.Send
 	}
 	tuple := miekgrrl.Tuple(r, resp, wildcard)
@@ -145,7 +166,7 @@ func (h *RRL) account(ctx context.Context, zone int, client netip.Addr, udp, hel
 		// an error invites a TCP retry of a query that will only fail again.
 		act = core.Drop
 	}
-	h.stats.count(ctx, zone, tuple.AllowanceCategory, act, ipr, rtr)
+	h.stats.count(server, zone, tuple.AllowanceCategory, act, ipr, rtr)
 	return act
 }
 
@@ -168,6 +189,9 @@ func (h *RRL) deliver(rec *recorder, act core.Action, now time.Time) {
 // matchZone returns the index in h.Zones of the longest zone that contains
 // qname, or -1. Names compare without regard to case.
 func (h *RRL) matchZone(qname string) int {
+	if h.zoneIndex != nil {
+		return h.matchZoneIndexed(qname)
+	}
 	best, bestLen := -1, -1
 	for i, z := range h.Zones {
 		if len(z) > bestLen && isSubDomain(z, qname) {
@@ -175,6 +199,41 @@ func (h *RRL) matchZone(qname string) int {
 		}
 	}
 	return best
+}
+
+// matchZoneIndexed is matchZone by map: it looks up qname and then each of
+// its parents, longest first, so the first hit is the longest zone.
+func (h *RRL) matchZoneIndexed(qname string) int {
+	name := qname
+	if hasUpper(name) {
+		name = strings.ToLower(name) // zones are lower case
+	}
+	if name == "" {
+		name = "."
+	}
+	for {
+		if i, ok := h.zoneIndex[name]; ok {
+			return i
+		}
+		dot := strings.IndexByte(name, '.')
+		if dot < 0 || dot == len(name)-1 {
+			break
+		}
+		name = name[dot+1:]
+	}
+	if i, ok := h.zoneIndex["."]; ok {
+		return i
+	}
+	return -1
+}
+
+func hasUpper(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
 }
 
 // isSubDomain reports whether name is zone or below it. Both are fully
@@ -192,25 +251,25 @@ func isSubDomain(zone, name string) bool {
 	return len(name) == len(zone) || name[len(name)-len(zone)-1] == '.'
 }
 
-// clientAddr returns the client's address and whether it reached us over UDP.
-func clientAddr(a net.Addr) (netip.Addr, bool) {
-	switch a := a.(type) {
-	case *net.UDPAddr:
-		ip, _ := netip.AddrFromSlice(a.IP)
-		return ip.Unmap(), true
-	case *net.TCPAddr:
-		ip, _ := netip.AddrFromSlice(a.IP)
-		return ip.Unmap(), false
+// transport returns the client's address and whether the query came over
+// bare UDP, the only transport that can be used for reflection. It is decided
+// per query, never per server block: CoreDNS gives every key of a block
+// (say "grpc://example.org:443 example.org:53") the same plugin chain. The
+// address and transport are read as the core's Debit reads them; a query
+// that a server for another transport (DoT, DoH, DoQ, gRPC) handles is never
+// UDP, whatever its address says: DoQ's addresses are UDP ones, but QUIC's
+// handshake proves the client's address, as TCP's does. server is the
+// server's address with its transport ("dns://:53"), "" when not known.
+func transport(w dns.ResponseWriter, server string) (netip.Addr, bool) {
+	client, udp := core.Source(w.RemoteAddr())
+	if udp && server != "" && !strings.HasPrefix(server, transportDNS) {
+		udp = false
 	}
-	if a == nil {
-		return netip.Addr{}, false
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return ap.Addr().Unmap(), a.Network() == "udp"
+	return client.Unmap(), udp
 }
+
+// transportDNS is how the address of a plain DNS server starts.
+const transportDNS = "dns://"
 
 // hasCookie reports whether r carries an EDNS COOKIE option.
 func hasCookie(r *dns.Msg) bool {

@@ -3,17 +3,21 @@ package rrl
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
 	clog "github.com/coredns/coredns/plugin/pkg/log"
-	"github.com/coredns/coredns/plugin/pkg/transport"
 
 	core "github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/miekgrrl"
@@ -31,27 +35,182 @@ func setup(c *caddy.Controller) error {
 		return plugin.Error(pluginName, err)
 	}
 	cfg := dnsserver.GetConfig(c)
-	// Only plain DNS runs over bare UDP; DoT, DoH, DoQ and gRPC all run over
-	// a handshake that proves the client's address, so none can reflect.
-	h.streamOnly = cfg.Transport != "" && cfg.Transport != transport.DNS
+	gen := c.Context() // one per loading of the Corefile
 	for _, host := range listenHosts(cfg) {
-		h.stats.addServer(cfg.Transport + "://" + net.JoinHostPort(host, cfg.Port))
+		listener := cfg.Transport + "://" + net.JoinHostPort(host, cfg.Port)
+		h.stats.addServer(listener)
+		if other, clash := listenerSecrets.check(gen, listener, h.secret, h.Zones); clash {
+			log.Warningf("the blocks of %v and %v on %s have different cookie secrets: a server cookie that one issues is not valid in the other, so a client that moves between them is limited again", other, h.Zones, listener)
+		}
 	}
 	if !h.active {
 		log.Warningf("no allowance set for %v: nothing will be limited", h.Zones)
 	}
 	c.OnStartup(func() error {
 		h.traced = cfg.Handler("trace") != nil
-		liveInstances.add(h.stats)
+		h.start()
+		restarts.started(gen, h)
 		return nil
 	})
-	c.OnShutdown(func() error { liveInstances.remove(h.stats); return nil })
+	// A reload that fails after this block's replacement started leaves the
+	// replacement running nowhere: the old instance's OnRestartFailed stops
+	// it. OnShutdown runs on every reload and at the end; OnFinalShutdown
+	// only at the end; stop is safe to call more than once.
+	c.OnRestart(func() error { restarts.begin(gen); return nil })
+	c.OnRestartFailed(func() error { restarts.failed(gen); return nil })
+	c.OnShutdown(func() error { h.stop(); restarts.done(gen); return nil })
+	c.OnFinalShutdown(func() error { h.stop(); return nil })
 
 	cfg.AddPlugin(func(next plugin.Handler) plugin.Handler {
 		h.Next = next
 		return h
 	})
 	return nil
+}
+
+// tickInterval is how often a block ends quiet episodes, and quietPeriod how
+// long an account must have been out of debt for its episode to end, as in
+// BIND. Variables only so that tests can shorten them.
+var (
+	tickInterval = 5 * time.Second
+	quietPeriod  = 60 * time.Second
+)
+
+// runningTickers counts the blocks' ticker goroutines, for the tests.
+var runningTickers atomic.Int64
+
+// start makes the block live: its table metrics are reported, and its
+// ticker ends quiet episodes (so that their stop lines are logged and the
+// limited_accounts gauge falls back) and reports suppressed log lines.
+func (h *RRL) start() {
+	h.lifeMu.Lock()
+	defer h.lifeMu.Unlock()
+	if h.started || h.stopped {
+		return
+	}
+	h.started = true
+	liveInstances.add(h.stats)
+	if !h.active {
+		return
+	}
+	h.tickStop, h.tickDone = make(chan struct{}), make(chan struct{})
+	runningTickers.Add(1)
+	go func(stop <-chan struct{}, done chan<- struct{}) {
+		defer close(done)
+		defer runningTickers.Add(-1)
+		t := time.NewTicker(tickInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				h.tick()
+			}
+		}
+	}(h.tickStop, h.tickDone)
+}
+
+// tick is the ticker's work.
+func (h *RRL) tick() {
+	h.limiter.EndQuietEpisodes(quietPeriod)
+	h.stats.flushSuppressed()
+}
+
+// stop takes the block out of service: its ticker ends (stop waits for it),
+// its table metrics go, and so do its counter series unless another block
+// has them. It is safe to call more than once, and before start.
+func (h *RRL) stop() {
+	h.lifeMu.Lock()
+	defer h.lifeMu.Unlock()
+	if h.stopped {
+		return
+	}
+	h.stopped = true
+	if h.tickStop != nil {
+		close(h.tickStop)
+		<-h.tickDone
+	}
+	liveInstances.remove(h.stats)
+	h.stats.release()
+}
+
+// restartTracker remembers the blocks started while a reload is under way,
+// so that if the reload fails they can be stopped: caddy runs no shutdown
+// callback of an instance that failed to start.
+type restartTracker struct {
+	mu    sync.Mutex
+	owner any // the configuration being replaced; nil when no reload is under way
+	new   []*RRL
+}
+
+var restarts restartTracker
+
+func (r *restartTracker) begin(owner any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owner != owner {
+		r.owner, r.new = owner, nil
+	}
+}
+
+func (r *restartTracker) started(gen any, h *RRL) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owner != nil && r.owner != gen {
+		r.new = append(r.new, h)
+	}
+}
+
+func (r *restartTracker) failed(owner any) {
+	r.mu.Lock()
+	var stale []*RRL
+	if r.owner == owner {
+		stale, r.owner, r.new = r.new, nil, nil
+	}
+	r.mu.Unlock()
+	for _, h := range stale {
+		h.stop()
+	}
+}
+
+func (r *restartTracker) done(owner any) {
+	r.mu.Lock()
+	if r.owner == owner {
+		r.owner, r.new = nil, nil
+	}
+	r.mu.Unlock()
+}
+
+// secretRegistry remembers the cookie secret of the first block on each
+// listener of the configuration being loaded, to warn when another block on
+// that listener has a different one. Each block keeps its own secret (and
+// its own table): sharing one silently would make a block's cookie-secret
+// apply to its neighbours.
+type secretRegistry struct {
+	mu sync.Mutex
+	m  map[string]listenerSecret
+}
+
+type listenerSecret struct {
+	gen    any
+	secret [16]byte
+	zones  []string
+}
+
+var listenerSecrets = &secretRegistry{m: map[string]listenerSecret{}}
+
+// check records secret for listener in configuration gen, and reports the
+// zones of an earlier block of gen on listener with a different secret.
+func (r *secretRegistry) check(gen any, listener string, secret [16]byte, zones []string) ([]string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, ok := r.m[listener]
+	if !ok || old.gen != gen {
+		r.m[listener] = listenerSecret{gen: gen, secret: secret, zones: zones}
+		return nil, false
+	}
+	return old.zones, old.secret != secret
 }
 
 // listenHosts returns the hosts the server block listens on; no bind
@@ -119,7 +278,25 @@ func parseZones(c *caddy.Controller) ([]string, error) {
 	if len(zones) == 0 {
 		return nil, c.Err("no zone to limit")
 	}
+	if len(args) > 0 {
+		block := plugin.OriginsFromArgsOrServerBlock(nil, c.ServerBlockKeys)
+		for _, z := range zones {
+			if !overlaps(z, block) {
+				return nil, c.Errf("zone %s is outside the server block's zones %v: no query for it reaches this block", z, block)
+			}
+		}
+	}
 	return zones, nil
+}
+
+// overlaps reports whether zone contains or lies inside one of zones.
+func overlaps(zone string, zones []string) bool {
+	for _, z := range zones {
+		if isSubDomain(z, zone) || isSubDomain(zone, z) {
+			return true
+		}
+	}
+	return false
 }
 
 // defaultMaxTableSize is the core's default max-table-size (BIND's too).
@@ -168,12 +345,20 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		if err := cfg.SetValue(kw, args[0]); err != nil {
 			return c.Err(coreMessage(err))
 		}
+		if !plainDecimal.MatchString(args[0]) {
+			return c.Errf("%s %q: want a plain decimal number: digits, with a fraction where allowed (5, 0.5)", kw, args[0])
+		}
 		if kw == "max-table-size" {
 			opts.maxTableSize, _ = strconv.Atoi(args[0])
 		}
 	case kw == "exempt-clients":
 		if len(args) == 0 {
 			return c.Errf("%s needs at least one address or CIDR prefix", kw)
+		}
+		for _, a := range args {
+			if err := checkPrefix(a); err != nil {
+				return c.Errf("%s: %v", kw, err)
+			}
 		}
 		if err := cfg.SetValue(kw, strings.Join(args, " ")); err != nil {
 			return c.Err(coreMessage(err))
@@ -191,39 +376,73 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 	return nil
 }
 
+// plainDecimal is what a value may look like: digits with an optional
+// fraction. The core would also take "1e3", "+5" or "0x10", which are more
+// likely typos than intentions.
+var plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+// checkPrefix refuses a CIDR prefix with host bits set ("10.0.0.1/8"): it
+// is taken as its network (10.0.0.0/8), which is more than it says, and an
+// exemption wider than the operator meant is an exemption from limiting.
+// The rest (commas, addresses) is left to the core.
+func checkPrefix(arg string) error {
+	for _, f := range strings.Split(arg, ",") {
+		if !strings.Contains(f, "/") {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			continue // the core says what is wrong with it
+		}
+		if p != p.Masked() {
+			return fmt.Errorf("%s has bits set past its prefix length; write the network, %s, or the address alone", f, p.Masked())
+		}
+	}
+	return nil
+}
+
 // coreMessage returns the core's error text without its "rrl: " prefix,
 // which plugin.Error already adds.
 func coreMessage(err error) string { return strings.TrimPrefix(err.Error(), "rrl: ") }
 
 // parseSecrets reads "cookie-secret HEX [PREVIOUS]": the second secret is
 // the one being rotated out, still accepted in cookies but never issued.
+// Errors never repeat a secret: Corefile errors end up in logs.
 func parseSecrets(c *caddy.Controller, opts *options, args []string) error {
 	if len(args) < 1 || len(args) > 2 {
 		return c.Errf("cookie-secret takes one secret and optionally the previous one (32 hex digits each), got %d values", len(args))
 	}
 	s, err := parseSecret(args[0])
 	if err != nil {
-		return c.Errf("cookie-secret %q: %v", args[0], err)
+		return c.Errf("cookie-secret: %v", err)
 	}
 	opts.secret = s
 	if len(args) == 2 {
 		p, err := parseSecret(args[1])
 		if err != nil {
-			return c.Errf("cookie-secret previous %q: %v", args[1], err)
+			return c.Errf("cookie-secret, previous secret: %v", err)
+		}
+		if p == s {
+			return c.Err("cookie-secret: the previous secret is the current one; give the secret being rotated out, or none")
 		}
 		opts.previous = &p
 	}
 	return nil
 }
 
-// parseSecret decodes a 128-bit secret written as 32 hex digits.
+// parseSecret decodes a 128-bit secret written as 32 hex digits. All zeros
+// is refused: it is what a template placeholder looks like, and anyone can
+// make valid cookies with it.
 func parseSecret(s string) ([16]byte, error) {
 	var out [16]byte
 	if len(s) != 2*len(out) {
 		return out, fmt.Errorf("want exactly 32 hex digits, got %d characters", len(s))
 	}
 	if _, err := hex.Decode(out[:], []byte(s)); err != nil {
-		return out, fmt.Errorf("want exactly 32 hex digits: %v", err)
+		return out, errors.New("want exactly 32 hex digits (0-9, a-f)")
+	}
+	if out == ([16]byte{}) {
+		return out, errors.New("the secret is all zeros; draw a random one, such as with: openssl rand -hex 16")
 	}
 	return out, nil
 }

@@ -24,7 +24,8 @@ func TestParseValid(t *testing.T) {
 	}{
 		{"rrl", []string{"example.org."}, false, false},
 		{"rrl {\n}", []string{"example.org."}, false, false},
-		{"rrl sub.example.org other.test {\n responses-per-second 5\n}", []string{"sub.example.org.", "other.test."}, true, false},
+		{"rrl sub.example.org b.sub.example.org {\n responses-per-second 5\n}", []string{"sub.example.org.", "b.sub.example.org."}, true, false},
+		{"rrl org {\n responses-per-second 5\n}", []string{"org."}, true, false},
 		{"rrl {\n report-only\n responses-per-second 5\n}", []string{"example.org."}, true, true},
 		{"rrl {\n log-only\n errors-per-second 1\n}", []string{"example.org."}, true, true},
 		{"rrl {\n requests-per-second 100\n}", []string{"example.org."}, true, false},
@@ -147,6 +148,7 @@ func TestParseInvalid(t *testing.T) {
 		{"rrl {\n responses-per-second 1\n}\nrrl {\n responses-per-second 1\n}", "only be used once"},
 		{"rrl example..org {\n}", "invalid zone"},
 	}
+	tests = append(tests, newlyRefused...)
 	for _, tc := range tests {
 		_, err := parseString(tc.input)
 		if err == nil {
@@ -179,5 +181,79 @@ func TestSecretIsStable(t *testing.T) {
 	}
 	if processSecret() == ([16]byte{}) {
 		t.Fatal("the generated cookie secret is all zeros")
+	}
+}
+
+// newlyRefused are inputs the plugin used to accept although they were
+// wrong or ambiguous: a zone no query reaches, all-zero or repeated cookie
+// secrets, numbers that are not plain decimals, prefixes with host bits.
+var newlyRefused = []struct{ input, want string }{
+	{"rrl other.org {\n responses-per-second 5\n}", "zone other.org. is outside the server block's zones"},
+	{"rrl sub.example.org other.org {\n responses-per-second 5\n}", "zone other.org. is outside"},
+	{"rrl {\n cookie-secret 00000000000000000000000000000000\n}", "Testfile:2 - Error during parsing: cookie-secret: the secret is all zeros"},
+	{"rrl {\n cookie-secret 00112233445566778899aabbccddeeff 00000000000000000000000000000000\n}", "Testfile:2 - Error during parsing: cookie-secret, previous secret: the secret is all zeros"},
+	{"rrl {\n cookie-secret 00112233445566778899aabbccddeeff 00112233445566778899AABBCCDDEEFF\n}", "Testfile:2 - Error during parsing: cookie-secret: the previous secret is the current one"},
+	{"rrl {\n responses-per-second 1e3\n}", "Testfile:2 - Error during parsing: responses-per-second \"1e3\": want a plain decimal number"},
+	{"rrl {\n responses-per-second +5\n}", "want a plain decimal number"},
+	{"rrl {\n responses-per-second 5.\n}", "want a plain decimal number"},
+	{"rrl {\n window +5\n}", "want a plain decimal number"},
+	{"rrl {\n qps-scale 1e3\n}", "want a plain decimal number"},
+	{"rrl {\n exempt-clients 10.0.0.1/8\n}", "Testfile:2 - Error during parsing: exempt-clients: 10.0.0.1/8 has bits set past its prefix length; write the network, 10.0.0.0/8"},
+	{"rrl {\n exempt-clients 192.0.2.0/24,2001:db8::1/32\n}", "2001:db8::1/32 has bits set"},
+}
+
+// TestParseRefusesSecretsWithoutEchoing: an error about a cookie secret
+// never repeats it, since Corefile errors end up in logs.
+func TestParseRefusesSecretsWithoutEchoing(t *testing.T) {
+	for _, in := range []string{
+		"cookie-secret 00112233445566778899aabbccddeeff 00112233445566778899aabbccddeeff",
+		"cookie-secret 00112233445566778899aabbccddeefg",
+		"cookie-secret 00112233445566778899aabbccddeeff 0011223344556677",
+		"cookie-secret 00112233445566778899aabbccddeeff 00000000000000000000000000000000",
+	} {
+		_, err := parseString("rrl {\n " + in + "\n}")
+		if err == nil {
+			t.Errorf("%q accepted", in)
+			continue
+		}
+		for _, secret := range strings.Fields(in)[1:] {
+			if strings.Contains(strings.ToLower(err.Error()), strings.ToLower(secret)) {
+				t.Errorf("error %q repeats the secret", err)
+			}
+		}
+	}
+}
+
+// TestParseAcceptsPlainDecimals: the refusal of other forms does not refuse
+// the ones the README documents.
+func TestParseAcceptsPlainDecimals(t *testing.T) {
+	for _, in := range []string{"responses-per-second 5", "responses-per-second 0.5", "responses-per-second 0", "responses-per-second 05", "window 15", "qps-scale 250", "exempt-clients 10.0.0.0/8 10.0.0.1 2001:db8::/32"} {
+		if _, err := parseString("rrl {\n " + in + "\n}"); err != nil {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
+
+// TestListenerSecretsClash: blocks on one listener with different cookie
+// secrets are reported (setup logs a warning), within one configuration
+// only; the same secret, or another listener, is no clash.
+func TestListenerSecretsClash(t *testing.T) {
+	r := &secretRegistry{m: map[string]listenerSecret{}}
+	a, b := [16]byte{1}, [16]byte{2}
+	gen1, gen2 := new(int), new(int)
+	if _, clash := r.check(gen1, "dns://:53", a, []string{"a."}); clash {
+		t.Error("first block clashes")
+	}
+	if _, clash := r.check(gen1, "dns://:54", b, []string{"b."}); clash {
+		t.Error("another listener clashes")
+	}
+	if _, clash := r.check(gen1, "dns://:53", a, []string{"c."}); clash {
+		t.Error("same secret clashes")
+	}
+	if other, clash := r.check(gen1, "dns://:53", b, []string{"d."}); !clash || other[0] != "a." {
+		t.Errorf("different secret on one listener: clash %v with %v", clash, other)
+	}
+	if _, clash := r.check(gen2, "dns://:53", b, []string{"a."}); clash {
+		t.Error("a reloaded configuration clashes with the old one")
 	}
 }
