@@ -57,9 +57,10 @@ func (s *instanceStats) flushSuppressed() {
 	}
 }
 
-// maxEpisodes bounds the start lines kept to describe the matching stop: a
+// maxEpisodes bounds the start lines kept to describe the matching stop (a
+// variable for the tests): a
 // spoofed flood can start an episode for each of max-table-size accounts.
-const maxEpisodes = 10000
+var maxEpisodes = 10000
 
 // episodes remembers the start line of each account being limited, by the
 // core's Account, so that a stop line can name the network and the tuple even
