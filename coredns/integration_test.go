@@ -161,12 +161,21 @@ func (r result) String() string {
 // bounds how long the collecting lasts; nothing is asserted on time.
 func burst(t *testing.T, src string, queries []*dns.Msg) result {
 	t.Helper()
+	return burstTo(t, server.addr, src, queries)
+}
+
+// burstTo is burst to the server at addr.
+func burstTo(t *testing.T, addr, src string, queries []*dns.Msg) result {
+	t.Helper()
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(src)})
 	if err != nil {
 		t.Fatalf("bind %s: %v", src, err)
 	}
 	defer conn.Close()
-	dst, _ := net.ResolveUDPAddr("udp", server.addr)
+	dst, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	res := result{rcodes: map[int]int{}}
 	for i, q := range queries {
 		q.Id = uint16(i + 1)
@@ -369,9 +378,14 @@ func TestIntegrationCookieExempt(t *testing.T) {
 		t.Fatalf("first query with a client cookie: %v, cookies %v; want an answer with a server cookie", first, first.cookies)
 	}
 	full := first.cookies[0]
+	exempt := `coredns_rrl_cookie_exempt_total{server="dns://127.0.0.1:` + port() + `",zone="example.test."}`
+	before := metricValue(t, scrape(t), exempt)
 	res := burst(t, "127.0.9.1", repeat(40, func(int) *dns.Msg { return withCookie(full) }))
 	if res.answered != 40 {
 		t.Errorf("client with a valid server cookie: %v; want all answered", res)
+	}
+	if d := metricValue(t, scrape(t), exempt) - before; d != 40 {
+		t.Errorf("cookie_exempt_total +%v, want +40", d)
 	}
 	// Without it the same network is limited, and told BADCOOKIE when it
 	// sent a client cookie.
@@ -429,21 +443,46 @@ func TestIntegrationSprayBoundsMemory(t *testing.T) {
 	}
 }
 
+// TestIntegrationMetrics checks what the metrics say about a flood, by the
+// change it makes to each series: the tests run one after another, so
+// nothing else moves these series meanwhile.
 func TestIntegrationMetrics(t *testing.T) {
 	startServer(t)
-	burst(t, "127.0.10.1", repeat(20, func(int) *dns.Msg { return q("www.example.test.", dns.TypeA) }))
+	series := func(metric, labels string) string {
+		return metric + "{" + labels + `server="dns://127.0.0.1:` + port() + `",zone="example.test."}`
+	}
+	answer := func(action string) string {
+		return series("coredns_rrl_responses_total", `action="`+action+`",category="answer",`)
+	}
+	exceeded := series("coredns_rrl_responses_exceeded_total", `category="answer",`)
+	before := scrape(t)
+	res := burst(t, "127.0.10.1", repeat(20, func(int) *dns.Msg { return q("www.example.test.", dns.TypeA) }))
 	page := scrape(t)
-	for _, want := range []string{
-		`coredns_rrl_responses_total{action="send",category="answer",server="dns://127.0.0.1:`,
-		`coredns_rrl_responses_total{action="slip",category="answer"`,
-		`coredns_rrl_responses_exceeded_total{category="answer"`,
-		`coredns_rrl_requests_exceeded_total{`,
-		`coredns_rrl_cookie_exempt_total{`,
-		`coredns_rrl_table_size{`,
-		`coredns_rrl_table_max_size{server="dns://127.0.0.1:` + port() + `",zone="example.test."} 300`,
-		`coredns_rrl_table_evictions_total{`,
-		`coredns_rrl_limited_accounts{`,
-	} {
+	delta := func(s string) float64 { return metricValue(t, page, s) - metricValue(t, before, s) }
+	send, slip, drop := delta(answer("send")), delta(answer("slip")), delta(answer("drop"))
+	t.Logf("burst %v; metrics: send +%v, slip +%v, drop +%v", res, send, slip, drop)
+	if send+slip+drop != 20 {
+		t.Errorf("send %v + slip %v + drop %v, want the 20 responses of the burst", send, slip, drop)
+	}
+	if send < 1 || send > allowance+slack || slip == 0 || drop == 0 {
+		t.Errorf("send +%v, slip +%v, drop +%v; want about %d sent, and slips and drops (slip-ratio 2)", send, slip, drop, allowance)
+	}
+	if int(send) != res.answered || int(slip) != res.truncated {
+		t.Errorf("metrics (send %v, slip %v) disagree with what the client saw: %v", send, slip, res)
+	}
+	if e := delta(exceeded); e != slip+drop {
+		t.Errorf("responses_exceeded_total +%v, want slip+drop = %v", e, slip+drop)
+	}
+	if v := metricValue(t, page, series("coredns_rrl_table_max_size", "")); v != 300 {
+		t.Errorf("table_max_size %v, want 300", v)
+	}
+	if v := metricValue(t, page, series("coredns_rrl_table_size", "")); v < 1 || v > 300 {
+		t.Errorf("table_size %v, want between 1 and 300", v)
+	}
+	if v := metricValue(t, page, series("coredns_rrl_limited_accounts", "")); v < 1 {
+		t.Errorf("limited_accounts %v right after a flood, want at least 1", v)
+	}
+	for _, want := range []string{`coredns_rrl_requests_exceeded_total{`, `coredns_rrl_cookie_exempt_total{`, `coredns_rrl_table_evictions_total{`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("metrics page lacks %s", want)
 		}

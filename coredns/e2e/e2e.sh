@@ -109,6 +109,21 @@ echo "$first" | grep -iE '^;; flags|status|192\.0\.2\.1' || true
 [[ $(outcome "$first") == answered ]] || fail "the first query was not answered"
 grep -q '192\.0\.2\.1' <<<"$first" || fail "the first answer lacks 192.0.2.1"
 
+# scrape prints the metrics page.
+scrape() {
+	exec 4<>"/dev/tcp/127.0.0.1/$metrics_port"
+	printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&4
+	cat <&4
+	exec 4<&-
+}
+
+# answers ACTION PAGE: the responses_total of www's answers with ACTION
+# (summed over servers and zones; 0 when the series is absent).
+answers() {
+	awk -v a="$1" '$0 ~ "^coredns_rrl_responses_total\\{action=\"" a "\",category=\"answer\"" { s += $NF } END { print s + 0 }' <<<"$2"
+}
+
+before=$(scrape)
 echo "e2e: a burst of 20 queries at once from the same client (allowance 5/s)"
 for i in $(seq 20); do
 	ask www.example.test A >"$tmp/burst.$i" &
@@ -148,12 +163,16 @@ grep -q 'plugin/rrl: limit responses to 127.0.0.0/24 for www.example.test. IN A'
 	fail "no 'limit responses' line in the log"
 
 echo "e2e: metrics"
-exec 4<>"/dev/tcp/127.0.0.1/$metrics_port"
-printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&4
-metrics=$(cat <&4)
-exec 4<&-
+metrics=$(scrape)
 grep -E '^coredns_rrl_responses_total\{action="(send|slip|drop)",category="answer"' <<<"$metrics" || fail "no coredns_rrl_responses_total"
 grep -E '^coredns_rrl_table_size' <<<"$metrics" || fail "no coredns_rrl_table_size"
+# The burst's slips and drops are counted: the counters moved by at least
+# what the client saw (the exempt client and TCP only add sends).
+slips=$(($(answers slip "$metrics") - $(answers slip "$before")))
+drops=$(($(answers drop "$metrics") - $(answers drop "$before")))
+echo "e2e: metrics count $slips more slips and $drops more drops (the client saw $truncated TC replies, $dropped silences)"
+((slips >= truncated && slips >= 1)) || fail "slip counter rose by $slips, want at least $truncated"
+((drops >= 1)) || fail "drop counter rose by $drops, want at least 1"
 if grep -E '^coredns_rrl_' <<<"$metrics" | grep -qE '127\.0\.(0|99)\.[0-9]+[^:]'; then
 	fail "an rrl metric carries a client address"
 fi

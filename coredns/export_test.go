@@ -1,0 +1,4 @@
+package rrl
+
+// RunningTickers tells the external tests how many block tickers run.
+func RunningTickers() int64 { return runningTickers.Load() }
