@@ -2,11 +2,18 @@ package rrl
 
 import (
 	"context"
+	"encoding/hex"
 	"net"
+	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/coredns/caddy"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/miekg/dns"
+
+	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // benchWriter is a ResponseWriter that costs nothing: a fixed UDP address
@@ -124,4 +131,73 @@ func BenchmarkRRLEDNS(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		h.ServeDNS(ctx, ws[i&255], r)
 	}
+}
+
+// cookieQueries returns a query for each bench client with a client cookie,
+// and with a valid server cookie for that client when valid is set.
+func cookieQueries(b *testing.B, h *RRL, ws []*benchWriter, valid bool) []*dns.Msg {
+	cc := []byte{1, 2, 3, 4, 5, 6, 7, 8}
+	rs := make([]*dns.Msg, len(ws))
+	for i, w := range ws {
+		cookie := hex.EncodeToString(cc)
+		if valid {
+			client, _ := netip.AddrFromSlice(w.addr.IP)
+			s := h.cookies.ServerCookie(cc, client.Unmap(), time.Now())
+			cookie += hex.EncodeToString(s[:])
+		}
+		rs[i] = withCookie(query("www.example.org.", dns.TypeA), cookie)
+	}
+	want := miekgrrl.CookieClientOnly
+	if valid {
+		want = miekgrrl.CookieValid
+	}
+	if got := h.cookies.Check(rs[0], netip.AddrFrom4([4]byte{127, 1, 0, 1}), time.Now()); got != want {
+		b.Fatalf("cookie state %v, want %v", got, want)
+	}
+	return rs
+}
+
+func runCookieBench(b *testing.B, valid bool) {
+	h := testHandler(b, "{\n responses-per-second 1000000\n}", trivialNext(), nil)
+	ws := benchClients()
+	rs := cookieQueries(b, h, ws, valid)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		h.ServeDNS(ctx, ws[i&255], rs[i&255])
+	}
+}
+
+// BenchmarkRRLCookieValid: queries with a valid server cookie, which are
+// checked and answered unlimited, with a fresh server cookie.
+func BenchmarkRRLCookieValid(b *testing.B) { runCookieBench(b, true) }
+
+// BenchmarkRRLClientCookie: queries with a client cookie only, which are
+// charged and answered with a server cookie.
+func BenchmarkRRLClientCookie(b *testing.B) { runCookieBench(b, false) }
+
+// BenchmarkRRLTwoListeners: one block on two listeners, queries alternating
+// between them, as with "bind 127.0.0.1 ::1".
+func BenchmarkRRLTwoListeners(b *testing.B) {
+	h := testHandler(b, "{\n responses-per-second 1000000\n}", trivialNext(), nil)
+	ws := benchClients()
+	r := query("www.example.org.", dns.TypeA)
+	ctxs := serverContexts()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		h.ServeDNS(ctxs[i&1], ws[i&255], r)
+	}
+}
+
+// BenchmarkRRLManyZones: a block with 130 zones (a reverse /9 is 128), which
+// matchZone looks up by suffix.
+func BenchmarkRRLManyZones(b *testing.B) {
+	c := caddy.NewTestController("dns", "rrl 10.0.0.0/9 example.org sub.example.org {\n responses-per-second 1000000\n}")
+	c.ServerBlockKeys = []string{"10.in-addr.arpa.:53", "example.org.:53"}
+	h, err := parse(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h.Next = trivialNext()
+	runBench(b, h)
 }

@@ -23,9 +23,8 @@ import (
 // allocations. Lookups of other keys are answered from the request's context,
 // and so are deadlines and cancellation.
 type metaContext struct {
-	parent context.Context
+	parent context.Context // nil when the request's context has a metadata map
 	meta   context.Context // holds only the metadata map; nil until asked for
-	own    bool            // this request uses meta: no metadata plugin
 }
 
 func (c *metaContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -62,10 +61,10 @@ func (c *metaContext) Value(key any) any {
 // withMetadata returns ctx if it already carries a metadata map, or else
 // c set up over ctx.
 func (c *metaContext) withMetadata(ctx context.Context) context.Context {
-	if metadata.ValueFuncs(ctx) != nil {
+	if ctx.Value(metadataKey) != nil {
 		return ctx
 	}
-	c.parent, c.own = ctx, true
+	c.parent = ctx
 	return c
 }
 
@@ -76,7 +75,7 @@ func (c *metaContext) withMetadata(ctx context.Context) context.Context {
 func (c *metaContext) wildcardOrigin(ctx context.Context) string {
 	var f metadata.Func
 	switch {
-	case !c.own:
+	case c.parent == nil: // the metadata plugin's map
 		f = metadata.ValueFunc(ctx, wildcardLabel)
 	case c.meta != nil:
 		f = metadata.ValueFunc(c.meta, wildcardLabel)

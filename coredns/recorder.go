@@ -1,11 +1,11 @@
 package rrl
 
 import (
-	"net/netip"
 	"time"
 
 	"github.com/miekg/dns"
 
+	core "github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
@@ -22,23 +22,24 @@ import (
 type recorder struct {
 	dns.ResponseWriter
 
-	req    *dns.Msg
-	h      *RRL
-	client netip.Addr
-	now    time.Time
-	cookie miekgrrl.CookieState
-	hold   bool
+	req     *dns.Msg
+	cookies *miekgrrl.Cookies
+	msg     *dns.Msg // the response, for accounting
+	now     int64    // Unix nanoseconds; set when the request has a cookie
 
-	msg           *dns.Msg // the response, for accounting
-	held          bool     // msg is held and not yet written
-	passedThrough bool     // something was written that we could not hold
+	cookie        miekgrrl.CookieState
+	hold          bool
+	held          bool // msg is held and not yet written
+	passedThrough bool // something was written that we could not hold
 
 	ctx metaContext
 }
 
-// newRecorder makes the recorder of one request.
-func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, client netip.Addr, now time.Time, cookie miekgrrl.CookieState, hold bool) *recorder {
-	return &recorder{ResponseWriter: w, req: r, h: h, client: client, now: now, cookie: cookie, hold: hold}
+// newRecorder makes the recorder of one request. It is allocated for every
+// request that rrl limits, so it is kept small: what only the cookie path
+// needs (the client's address) is read again there.
+func newRecorder(w dns.ResponseWriter, r *dns.Msg, cookies *miekgrrl.Cookies, now int64, cookie miekgrrl.CookieState, hold bool) *recorder {
+	return &recorder{ResponseWriter: w, req: r, cookies: cookies, now: now, cookie: cookie, hold: hold}
 }
 
 // WriteMsg implements dns.ResponseWriter.
@@ -76,7 +77,8 @@ func (rec *recorder) Write(b []byte) (int, error) {
 func (rec *recorder) send(m *dns.Msg) error {
 	if rec.cookie != miekgrrl.CookieNone {
 		m = withOwnOPT(m)
-		rec.h.cookies.AddServerCookie(m, rec.req, rec.client, rec.now)
+		client, _ := core.Source(rec.RemoteAddr())
+		rec.cookies.AddServerCookie(m, rec.req, client.Unmap(), time.Unix(0, rec.now))
 	}
 	return rec.ResponseWriter.WriteMsg(m)
 }

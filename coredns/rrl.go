@@ -95,16 +95,18 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	server := metrics.WithServer(ctx)
 	client, udp := transport(w, server)
 	var now time.Time
+	var nowNano int64
 	cookie := miekgrrl.CookieNone
 	if hasCookie(r) {
 		// Only cookies need the time, and reading the clock costs more
 		// than the rest of the cookie check.
 		now = time.Now()
+		nowNano = now.UnixNano()
 		cookie = h.cookies.Check(r, client, now)
 	}
 
 	hold := udp && cookie != miekgrrl.CookieValid
-	rec := newRecorder(w, r, h, client, now, cookie, hold)
+	rec := newRecorder(w, r, h.cookies, nowNano, cookie, hold)
 	ctx = rec.ctx.withMetadata(ctx)
 	rcode, err := h.next(ctx, rec, r)
 
@@ -119,7 +121,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 	act := h.account(server, zone, client, udp, hold, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.held {
-		h.deliver(rec, act, now)
+		h.deliver(rec, act, client, now)
 		if !plugin.ClientWrite(rcode) {
 			// We wrote (or dropped) the response: an error rcode would make
 			// the server write another one, unlimited.
@@ -172,7 +174,7 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 
 // deliver sends what act says for a held response. In report-only mode
 // everything is sent: the metrics and logs alone tell what would have been.
-func (h *RRL) deliver(rec *recorder, act core.Action, now time.Time) {
+func (h *RRL) deliver(rec *recorder, act core.Action, client netip.Addr, now time.Time) {
 	if h.reportOnly {
 		act = core.Send
 	}
@@ -182,7 +184,7 @@ func (h *RRL) deliver(rec *recorder, act core.Action, now time.Time) {
 	case core.Slip:
 		// now is set when the request has a cookie, the only case in which
 		// SlipReply uses it.
-		rec.ResponseWriter.WriteMsg(miekgrrl.SlipReply(rec.req, rec.msg, h.cookies, rec.client, now))
+		rec.ResponseWriter.WriteMsg(miekgrrl.SlipReply(rec.req, rec.msg, h.cookies, client, now))
 	}
 }
 
