@@ -35,6 +35,7 @@ type RRL struct {
 	secret     [16]byte // the current cookie secret, to compare blocks on a listener
 	stats      *instanceStats
 	zoneIndex  map[string]int // zone -> index in Zones, when there are many
+	listeners  []string       // the block's servers, as metrics.WithServer names them
 
 	lifeMu   sync.Mutex
 	started  bool

@@ -38,7 +38,7 @@ func setup(c *caddy.Controller) error {
 	gen := c.Context() // one per loading of the Corefile
 	for _, host := range listenHosts(cfg) {
 		listener := cfg.Transport + "://" + net.JoinHostPort(host, cfg.Port)
-		h.stats.addServer(listener)
+		h.listeners = append(h.listeners, listener)
 		if other, clash := listenerSecrets.check(gen, listener, h.secret, h.Zones); clash {
 			log.Warningf("the blocks of %v and %v on %s have different cookie secrets: a server cookie that one issues is not valid in the other, so a client that moves between them is limited again", other, h.Zones, listener)
 		}
@@ -89,6 +89,11 @@ func (h *RRL) start() {
 		return
 	}
 	h.started = true
+	// The counters are made here rather than at setup, so that a
+	// configuration that fails to load leaves no series behind.
+	for _, l := range h.listeners {
+		h.stats.addServer(l)
+	}
 	liveInstances.add(h.stats)
 	if !h.active {
 		return
