@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -35,12 +36,33 @@ type recorder struct {
 	ctx metaContext
 }
 
-// newRecorder makes the recorder of one request. It is allocated for every
-// request that rrl limits, so it is kept small: what only the cookie path
-// needs (the client's address) is read again there.
+// newRecorder makes the recorder of one request. It is kept small (what
+// only the cookie path needs, the client's address, is read again there),
+// and recorders are allocated recorderBatch at a time: a request takes the
+// next unused one of a batch, and no recorder is ever handed out twice, so
+// what the chain keeps stays its own. A batch stays in memory while any of
+// its recorders is referenced, a few kilobytes at most per retained one.
 func newRecorder(w dns.ResponseWriter, r *dns.Msg, cookies *miekgrrl.Cookies, now int64, cookie miekgrrl.CookieState, hold bool) *recorder {
-	return &recorder{ResponseWriter: w, req: r, cookies: cookies, now: now, cookie: cookie, hold: hold}
+	b := batches.Get().(*recorderBatchCursor)
+	if len(b.free) == 0 {
+		b.free = make([]recorder, recorderBatch)
+	}
+	rec := &b.free[0]
+	b.free = b.free[1:]
+	batches.Put(b)
+	rec.ResponseWriter, rec.req, rec.cookies = w, r, cookies
+	rec.now, rec.cookie, rec.hold = now, cookie, hold
+	return rec
 }
+
+// recorderBatch is how many recorders are allocated at once.
+const recorderBatch = 32
+
+// recorderBatchCursor holds the unused part of a batch. Only the cursor is
+// pooled; the recorders it points to are fresh, zero and never reused.
+type recorderBatchCursor struct{ free []recorder }
+
+var batches = sync.Pool{New: func() any { return new(recorderBatchCursor) }}
 
 // WriteMsg implements dns.ResponseWriter.
 func (rec *recorder) WriteMsg(m *dns.Msg) error {
