@@ -340,3 +340,41 @@ func serverContexts() [2]context.Context {
 		context.WithValue(context.Background(), dnsserver.Key{}, &dnsserver.Server{Addr: "dns://[::1]:53"}),
 	}
 }
+
+// TestRetainedWriterAndContextStayValid: a plugin that keeps the writer
+// and the context past ServeDNS (as cache's prefetch does) finds them intact
+// however many requests follow: no recorder or context is handed out twice.
+func TestRetainedWriterAndContextStayValid(t *testing.T) {
+	type kept struct {
+		w   dns.ResponseWriter
+		ctx context.Context
+	}
+	var retained []kept
+	next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		retained = append(retained, kept{w, ctx})
+		return zoneNext(ctx, w, r)
+	})
+	h := testHandler(t, "{\n responses-per-second 1000000\n}", next, nil)
+	parent := context.WithValue(context.Background(), ctxKey{}, "v")
+	const n = 3*recorderBatch + 5
+	for i := range n {
+		w := &capture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0." + itoa(i) + ".1"}}
+		h.ServeDNS(parent, w, query("www.example.org.", dns.TypeA))
+	}
+	seen := map[dns.ResponseWriter]bool{}
+	for i, k := range retained {
+		if seen[k.w] {
+			t.Fatalf("request %d got a writer handed out before", i)
+		}
+		seen[k.w] = true
+		if got := k.w.RemoteAddr().String(); !strings.HasPrefix(got, "127.0."+itoa(i)+".1:") {
+			t.Errorf("request %d's kept writer now answers for %s", i, got)
+		}
+		if k.ctx.Value(ctxKey{}) != "v" {
+			t.Errorf("request %d's kept context lost its values", i)
+		}
+	}
+	if len(retained) != n {
+		t.Errorf("%d requests reached the next plugin, want %d", len(retained), n)
+	}
+}
