@@ -122,8 +122,8 @@ type instanceStats struct {
 	reportOnly   bool
 	maxTableSize int
 	limiter      *core.RRL
-	servers      sync.Map // server address -> *serverCounters
-	last         atomic.Pointer[serverCounters]
+	servers      atomic.Pointer[[]*serverCounters] // copied on write, under serversMu
+	serversMu    sync.Mutex
 	limited      limitedCount
 	logs         logLimiter // start lines
 	stopLogs     logLimiter // stop and eviction lines, so that a flood of starts cannot hide them
@@ -141,21 +141,42 @@ func newInstanceStats(zones []string, reportOnly bool) *instanceStats {
 // series exists, at zero, from the start.
 func (s *instanceStats) addServer(server string) { s.forServer(server) }
 
-// forServer returns the counters of a server. The server seen last is kept
-// aside: a block nearly always serves one listener, and comparing the name,
-// which is usually the very same string, is cheaper than hashing it for the
-// map. Alternating servers only moves the pointer; nothing is allocated.
+// forServer returns the counters of a server. A block has a server per
+// listener, nearly always one or two, so they are found by comparing names
+// (usually the very same string, which compares at once) in a list that is
+// only copied when a server is added: neither alternating between servers
+// nor looking one up allocates or writes anything shared.
 func (s *instanceStats) forServer(server string) *serverCounters {
-	if sc := s.last.Load(); sc != nil && sc.server == server {
-		return sc
+	if l := s.servers.Load(); l != nil {
+		for _, sc := range *l {
+			if sc.server == server {
+				return sc
+			}
+		}
 	}
-	v, ok := s.servers.Load(server)
-	if !ok {
-		v, _ = s.servers.LoadOrStore(server, newServerCounters(server, s.zones))
+	s.serversMu.Lock()
+	defer s.serversMu.Unlock()
+	var list []*serverCounters
+	if l := s.servers.Load(); l != nil {
+		list = *l
 	}
-	sc := v.(*serverCounters)
-	s.last.Store(sc)
+	for _, sc := range list {
+		if sc.server == server {
+			return sc
+		}
+	}
+	sc := newServerCounters(server, s.zones)
+	list = append(list[:len(list):len(list)], sc)
+	s.servers.Store(&list)
 	return sc
+}
+
+// serverList returns the servers seen so far.
+func (s *instanceStats) serverList() []*serverCounters {
+	if l := s.servers.Load(); l != nil {
+		return *l
+	}
+	return nil
 }
 
 // release gives up the block's metric series: those that no other block
@@ -166,12 +187,11 @@ func (s *instanceStats) release() {
 	if !s.released.CompareAndSwap(false, true) {
 		return
 	}
-	s.servers.Range(func(k, _ any) bool {
+	for _, sc := range s.serverList() {
 		for _, zone := range s.zones {
-			seriesRefs.drop(k.(string), zone)
+			seriesRefs.drop(sc.server, zone)
 		}
-		return true
-	})
+	}
 }
 
 // refs counts the blocks that have the counter series of a (server, zone):
@@ -265,13 +285,12 @@ func (in *instances) Collect(ch chan<- prometheus.Metric) {
 	newest := map[[2]string]*instanceStats{}
 	for s := range in.set {
 		zone := s.zones[0]
-		s.servers.Range(func(k, _ any) bool {
-			key := [2]string{k.(string), zone}
+		for _, sc := range s.serverList() {
+			key := [2]string{sc.server, zone}
 			if o := newest[key]; o == nil || o.seq < s.seq {
 				newest[key] = s
 			}
-			return true
-		})
+		}
 	}
 	for key, s := range newest {
 		st := s.limiter.GetStats(false)
