@@ -23,8 +23,9 @@ import (
 // allocations. Lookups of other keys are answered from the request's context,
 // and so are deadlines and cancellation.
 type metaContext struct {
-	parent context.Context // nil when the request's context has a metadata map
+	parent context.Context // the request's context
 	meta   context.Context // holds only the metadata map; nil until asked for
+	own    bool            // the chain is given c: no metadata plugin
 }
 
 func (c *metaContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -61,10 +62,11 @@ func (c *metaContext) Value(key any) any {
 // withMetadata returns ctx if it already carries a metadata map, or else
 // c set up over ctx.
 func (c *metaContext) withMetadata(ctx context.Context) context.Context {
+	c.parent = ctx
 	if ctx.Value(metadataKey) != nil {
 		return ctx
 	}
-	c.parent = ctx
+	c.own = true
 	return c
 }
 
@@ -75,7 +77,7 @@ func (c *metaContext) withMetadata(ctx context.Context) context.Context {
 func (c *metaContext) wildcardOrigin(ctx context.Context) string {
 	var f metadata.Func
 	switch {
-	case c.parent == nil: // the metadata plugin's map
+	case !c.own: // the metadata plugin's map
 		f = metadata.ValueFunc(ctx, wildcardLabel)
 	case c.meta != nil:
 		f = metadata.ValueFunc(c.meta, wildcardLabel)

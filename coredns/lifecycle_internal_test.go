@@ -378,3 +378,70 @@ func TestRetainedWriterAndContextStayValid(t *testing.T) {
 		t.Errorf("%d requests reached the next plugin, want %d", len(retained), n)
 	}
 }
+
+// closeCounter is a TCP capture that counts Close calls.
+type closeCounter struct {
+	capture
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return nil }
+
+// streamNext writes three messages, as a zone transfer does.
+var streamNext = plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+	for i := range 3 {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Answer = []dns.RR{test.A("www.example.org. 300 IN A 192.0.2." + strconv.Itoa(i+1))}
+		w.WriteMsg(m)
+	}
+	return dns.RcodeSuccess, nil
+})
+
+// TestTCPRequestsPerSecond: requests-per-second applies over TCP too: the
+// queries over it get nothing, and the connection is closed; the others,
+// streams included, are written whole; response allowances still do not
+// apply to TCP.
+func TestTCPRequestsPerSecond(t *testing.T) {
+	for _, report := range []bool{false, true} {
+		block := "{\n requests-per-second 3\n responses-per-second 1\n slip-ratio 0\n}"
+		if report {
+			block = "{\n requests-per-second 3\n responses-per-second 1\n slip-ratio 0\n report-only\n}"
+		}
+		h := testHandler(t, block, streamNext, newClock())
+		before := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org."))
+		var messages, closed, silent int
+		for range 10 {
+			w := &closeCounter{capture: capture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0.1.1", TCP: true}}}
+			h.ServeDNS(context.Background(), w, query("www.example.org.", dns.TypeAXFR))
+			switch len(w.msgs) {
+			case 3:
+			case 0:
+				silent++
+			default:
+				t.Errorf("a stream of %d messages, want all 3 or none", len(w.msgs))
+			}
+			messages += len(w.msgs)
+			closed += w.closed
+		}
+		exceeded := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.")) - before
+		if report {
+			if silent != 0 || closed != 0 || exceeded == 0 {
+				t.Errorf("report-only: %d silent, %d closed, %v counted over; want all answered and the excess counted", silent, closed, exceeded)
+			}
+			continue
+		}
+		if silent < 5 || silent == 10 || closed != silent || int(exceeded) != silent {
+			t.Errorf("10 TCP queries at 3/s: %d silent, %d connections closed, %v counted over requests-per-second; want about 7 of each", silent, closed, exceeded)
+		}
+	}
+	// Without requests-per-second nothing over TCP is held back.
+	h := testHandler(t, "{\n responses-per-second 1\n}", streamNext, newClock())
+	for range 10 {
+		w := &closeCounter{capture: capture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0.1.1", TCP: true}}}
+		h.ServeDNS(context.Background(), w, query("www.example.org.", dns.TypeAXFR))
+		if len(w.msgs) != 3 || w.closed != 0 {
+			t.Fatalf("TCP without requests-per-second: %d messages, %d closes", len(w.msgs), w.closed)
+		}
+	}
+}

@@ -23,15 +23,18 @@ import (
 type recorder struct {
 	dns.ResponseWriter
 
-	req     *dns.Msg
-	cookies *miekgrrl.Cookies
-	msg     *dns.Msg // the response, for accounting
-	now     int64    // Unix nanoseconds; set when the request has a cookie
+	req *dns.Msg
+	h   *RRL
+	msg *dns.Msg // the response, for accounting
+	now int64    // Unix nanoseconds; set when the request has a cookie
 
 	cookie        miekgrrl.CookieState
 	hold          bool
 	held          bool // msg is held and not yet written
 	passedThrough bool // something was written that we could not hold
+	gate          bool // not held, but the first message is charged before it is written
+	accounted     bool // msg was charged in WriteMsg
+	dropped       bool // the first message was dropped: so is the rest of the stream
 
 	ctx metaContext
 }
@@ -42,7 +45,7 @@ type recorder struct {
 // next unused one of a batch, and no recorder is ever handed out twice, so
 // what the chain keeps stays its own. A batch stays in memory while any of
 // its recorders is referenced, a few kilobytes at most per retained one.
-func newRecorder(w dns.ResponseWriter, r *dns.Msg, cookies *miekgrrl.Cookies, now int64, cookie miekgrrl.CookieState, hold bool) *recorder {
+func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, now int64, cookie miekgrrl.CookieState, hold bool) *recorder {
 	b := batches.Get().(*recorderBatchCursor)
 	if len(b.free) == 0 {
 		b.free = make([]recorder, recorderBatch)
@@ -50,7 +53,7 @@ func newRecorder(w dns.ResponseWriter, r *dns.Msg, cookies *miekgrrl.Cookies, no
 	rec := &b.free[0]
 	b.free = b.free[1:]
 	batches.Put(b)
-	rec.ResponseWriter, rec.req, rec.cookies = w, r, cookies
+	rec.ResponseWriter, rec.req, rec.h = w, r, h
 	rec.now, rec.cookie, rec.hold = now, cookie, hold
 	return rec
 }
@@ -73,6 +76,13 @@ func (rec *recorder) WriteMsg(m *dns.Msg) error {
 	}
 	if rec.msg == nil {
 		rec.msg = m
+		if rec.gate {
+			rec.accounted = true
+			rec.dropped = !rec.h.chargeFirst(rec, m)
+		}
+	}
+	if rec.dropped {
+		return nil
 	}
 	return rec.send(m)
 }
@@ -100,7 +110,7 @@ func (rec *recorder) send(m *dns.Msg) error {
 	if rec.cookie != miekgrrl.CookieNone {
 		m = withOwnOPT(m)
 		client, _ := core.Source(rec.RemoteAddr())
-		rec.cookies.AddServerCookie(m, rec.req, client.Unmap(), time.Unix(0, rec.now))
+		rec.h.cookies.AddServerCookie(m, rec.req, client.Unmap(), time.Unix(0, rec.now))
 	}
 	return rec.ResponseWriter.WriteMsg(m)
 }

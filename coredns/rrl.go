@@ -6,6 +6,7 @@ package rrl
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -27,15 +28,16 @@ type RRL struct {
 	Next  plugin.Handler
 	Zones []string
 
-	limiter    *core.RRL
-	active     bool // some allowance is set; otherwise the plugin stands aside
-	reportOnly bool
-	traced     bool // the block has the trace plugin, which needs spans
-	cookies    *miekgrrl.Cookies
-	secret     [16]byte // the current cookie secret, to compare blocks on a listener
-	stats      *instanceStats
-	zoneIndex  map[string]int // zone -> index in Zones, when there are many
-	listeners  []string       // the block's servers, as metrics.WithServer names them
+	limiter      *core.RRL
+	active       bool // some allowance is set; otherwise the plugin stands aside
+	reportOnly   bool
+	traced       bool // the block has the trace plugin, which needs spans
+	cookies      *miekgrrl.Cookies
+	secret       [16]byte // the current cookie secret, to compare blocks on a listener
+	stats        *instanceStats
+	zoneIndex    map[string]int // zone -> index in Zones, when there are many
+	listeners    []string       // the block's servers, as metrics.WithServer names them
+	requestLimit bool           // requests-per-second is set: it applies to TCP too
 
 	lifeMu   sync.Mutex
 	started  bool
@@ -56,11 +58,12 @@ const wildcardLabel = "zone/wildcard"
 // newHandler builds the handler and its limiter from a parsed block.
 func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	h := &RRL{
-		Zones:      zones,
-		active:     cfg.IsActive(),
-		reportOnly: opts.reportOnly,
-		cookies:    newCookies(opts),
-		secret:     opts.secret,
+		Zones:        zones,
+		active:       cfg.IsActive(),
+		reportOnly:   opts.reportOnly,
+		cookies:      newCookies(opts),
+		secret:       opts.secret,
+		requestLimit: opts.requestLimit,
 	}
 	if len(zones) >= zoneIndexFrom {
 		h.zoneIndex = make(map[string]int, len(zones))
@@ -107,9 +110,24 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 
 	hold := udp && cookie != miekgrrl.CookieValid
-	rec := newRecorder(w, r, h.cookies, nowNano, cookie, hold)
+	rec := newRecorder(w, r, h, nowNano, cookie, hold)
+	// Over TCP and the other stream transports the response is written as
+	// it comes, so that a zone transfer streams; with requests-per-second
+	// the first message is charged before it is written, so that a client
+	// over the limit gets nothing.
+	rec.gate = !udp && h.requestLimit && cookie != miekgrrl.CookieValid
 	ctx = rec.ctx.withMetadata(ctx)
 	rcode, err := h.next(ctx, rec, r)
+
+	if rec.accounted {
+		if rec.dropped {
+			h.abort(rec.ResponseWriter, server)
+			if !plugin.ClientWrite(rcode) {
+				rcode = dns.RcodeSuccess // the server must not write it either
+			}
+		}
+		return rcode, err
+	}
 
 	if rec.msg == nil && !rec.passedThrough && !plugin.ClientWrite(rcode) {
 		// The server would write this error itself, after us and unlimited:
@@ -120,7 +138,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if rec.msg == nil {
 		return rcode, err // the chain wrote nothing we could read
 	}
-	act := h.account(server, zone, client, udp, hold, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
+	act, _ := h.account(server, zone, client, udp, hold, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.held {
 		h.deliver(rec, act, client, now)
 		if !plugin.ClientWrite(rcode) {
@@ -144,17 +162,18 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 }
 
 // account charges resp to the client's accounts and records the outcome in
-// the metrics. A request with a valid server cookie is not charged at all:
-// its source address is proven, so it cannot be part of a reflection.
+// the metrics, and returns the decision. A request with a valid server
+// cookie is not charged at all: its source address is proven, so it cannot
+// be part of a reflection.
 //
 // A response that was not held (TCP) has already been written: it is still
 // charged, so that qps-scale and the statistics see the whole load, but it is
-// counted as sent whatever the limiter says. requests-per-second therefore
-// limits UDP only here, which is where reflection happens.
-func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) core.Action {
+// counted as sent whatever the limiter says. (With requests-per-second such a
+// response is charged before it is written instead: see chargeFirst.)
+func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) (core.Action, core.IPReason) {
 	if cookie == miekgrrl.CookieValid {
 		h.stats.cookieExempt(server, zone)
-		return core.Send
+		return core.Send, core.IPOk
 	}
 	tuple := miekgrrl.Tuple(r, resp, wildcard)
 	act, ipr, rtr := h.limiter.DebitAddr(client, udp, &tuple)
@@ -170,7 +189,45 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 		act = core.Drop
 	}
 	h.stats.count(server, zone, tuple.AllowanceCategory, act, ipr, rtr)
-	return act
+	return act, ipr
+}
+
+// chargeFirst charges the first message of a response that is not held
+// (TCP and the other stream transports) before it is written, and reports
+// whether to write it. Only requests-per-second limits these transports,
+// so only a drop for it keeps the message back; in report-only mode
+// nothing is kept back.
+func (h *RRL) chargeFirst(rec *recorder, m *dns.Msg) bool {
+	ctx := rec.ctx.parent
+	server := metrics.WithServer(ctx)
+	client, udp := transport(rec.ResponseWriter, server)
+	zone := h.matchZone(rec.req.Question[0].Name)
+	if zone < 0 {
+		return true
+	}
+	tuple := miekgrrl.Tuple(rec.req, m, rec.ctx.wildcardOrigin(ctx))
+	act, ipr, rtr := h.limiter.DebitAddr(client, udp, &tuple)
+	if ipr == core.IPRateLimit {
+		act = core.Drop
+	} else {
+		act = core.Send
+		rtr = core.RTOk
+	}
+	h.stats.count(server, zone, tuple.AllowanceCategory, act, ipr, rtr)
+	return act == core.Send || h.reportOnly
+}
+
+// abort ends a stream connection whose response was dropped, so that it
+// holds no server resources waiting for an answer that will not come.
+// Only plain DNS over TCP is closed; the other transports are left to time
+// out, as their servers own their connections.
+func (h *RRL) abort(w dns.ResponseWriter, server string) {
+	if h.reportOnly {
+		return
+	}
+	if _, tcp := w.RemoteAddr().(*net.TCPAddr); tcp && (server == "" || strings.HasPrefix(server, transportDNS)) {
+		w.Close()
+	}
 }
 
 // deliver sends what act says for a held response. In report-only mode

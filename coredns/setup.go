@@ -310,7 +310,8 @@ const defaultMaxTableSize = 100000
 // options are the settings of the plugin itself, beside the core's Config.
 type options struct {
 	reportOnly   bool
-	maxTableSize int // as given to the core, for the metrics
+	maxTableSize int  // as given to the core, for the metrics
+	requestLimit bool // requests-per-second is not 0
 	secret       [16]byte
 	previous     *[16]byte
 }
@@ -352,6 +353,9 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		}
 		if !plainDecimal.MatchString(args[0]) {
 			return c.Errf("%s %q: want a plain decimal number: digits, with a fraction where allowed (5, 0.5)", kw, args[0])
+		}
+		if kw == "requests-per-second" {
+			opts.requestLimit = strings.Trim(args[0], "0.") != ""
 		}
 		if kw == "max-table-size" {
 			opts.maxTableSize, _ = strconv.Atoi(args[0])
