@@ -60,7 +60,7 @@ func (d *debit) run() {
 // chargeNetwork debits the client network's account of the given kind and
 // reports whether it is in debt.
 func (d *debit) chargeNetwork(kind byte, k rate) bool {
-	key := d.r.key(d.net, kind, 0, 0, "")
+	key := d.r.hash.account(d.net, kind, 0, 0, "")
 	s := d.r.table.shard(key)
 	s.mu.Lock()
 	_, inDebt := d.charge(s, key, kind, k)
@@ -74,7 +74,7 @@ func (d *debit) chargeTuple(allLimited bool) {
 	r, t := d.r, d.tuple
 	cat := t.AllowanceCategory
 	class, qtype, name := tupleKey(t)
-	key := r.key(d.net, byte(cat), class, qtype, name)
+	key := r.hash.account(d.net, byte(cat), class, qtype, name)
 	s := r.table.shard(key)
 	s.mu.Lock()
 	i, inDebt := d.charge(s, key, byte(cat), rate(cat))

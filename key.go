@@ -1,34 +1,29 @@
 package rrl
 
 import (
+	"crypto/rand"
 	"encoding/binary"
-	"hash/maphash"
+	"math/bits"
 	"net"
 	"net/netip"
 	"strings"
 )
 
-// An account is found by a 64-bit keyed hash of what identifies it: the
-// client network, the kind of account and, for response accounts, the parts
-// of the tuple that BIND compares. The seed is random per RRL, so an attacker
-// cannot choose sources or names that collide. Two different keys share an
-// account only if their hashes collide, with probability 2^-64 per pair.
+// An account is found by a 64-bit hash of what identifies it: the client
+// network, the kind of account and, for response accounts, the parts of the
+// tuple that BIND compares. The hash is built like wyhash, the construction
+// Go's runtime uses for map keys on machines without AES: 64-bit words
+// combined in pairs by a 128-bit multiplication whose halves are xored,
+// each word first xored with one of four secrets drawn at random for each
+// RRL. An attacker sees no hash and cannot learn the secrets, so cannot
+// choose sources or names that collide; two different keys share an
+// account only by chance, about once in 2^64 pairs. Everything stays in
+// registers: hashing is a few multiplications, with no buffer to fill.
 
-// kind is the first byte hashed: a category, or one of the two per-network
-// accounts.
+// kind is a category, or one of the two per-network accounts.
 const (
 	kindRequests = byte(AllowanceLast) + iota
 	kindAll
-)
-
-// keyHeaderLen is the fixed part of a hashed key: the network (16 bytes),
-// kind, family, class and type. The name follows, if it is at most
-// shortName bytes long, or else the name's own hash; longNameKind marks
-// the second form in the kind byte so that the two cannot meet.
-const (
-	keyHeaderLen = 16 + 1 + 1 + 2 + 2
-	shortName    = 64
-	longNameKind = 0x80
 )
 
 // network is a client network: the source address masked to the prefix
@@ -80,51 +75,61 @@ func (n network) prefix() netip.Prefix {
 	return netip.PrefixFrom(a, int(n.bits))
 }
 
-// header writes the fixed part of a key into b.
-func (n network) header(b []byte, kind byte, class, qtype uint16) {
-	_ = b[keyHeaderLen-1]
-	binary.BigEndian.PutUint64(b[0:], n.hi)
-	binary.BigEndian.PutUint64(b[8:], n.lo)
-	b[16] = kind
-	b[17] = 6
-	if n.v4 {
-		b[17] = 4
+// hashKey is the secrets of an RRL's account hash.
+type hashKey [4]uint64
+
+func newHashKey() hashKey {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (it would crash the program)
+	var k hashKey
+	for i := range k {
+		k[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}
-	binary.BigEndian.PutUint16(b[18:], class)
-	binary.BigEndian.PutUint16(b[20:], qtype)
+	return k
 }
 
-// key hashes an account's identity into its key: the client network, the
-// kind of account, class, type and name, the name folded to lower case
+// mum multiplies two words into 128 bits and folds the halves together.
+func mum(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// account hashes an account's identity into its key: the client network,
+// the kind of account, class, type and name, the name folded to lower case
 // (ASCII) and without its trailing dot, so that "Example.COM." and
-// "example.com" match. The header and a short name are written straight
-// into one buffer and hashed in one call.
-func (r *RRL) key(n network, kind byte, class, qtype uint16, name string) uint64 {
+// "example.com" match. The name is read eight bytes at a time; the last
+// word of a name whose length is not a multiple of eight overlaps the one
+// before, which the length (hashed too) makes unambiguous.
+func (k *hashKey) account(n network, kind byte, class, qtype uint16, name string) uint64 {
 	name = strings.TrimSuffix(name, ".")
-	var buf [keyHeaderLen + shortName]byte
-	if len(name) <= shortName {
-		n.header(buf[:], kind, class, qtype)
-		foldLower(buf[keyHeaderLen:], name)
-		return maphash.Bytes(r.seed, buf[:keyHeaderLen+len(name)])
+	family := uint64(6)
+	if n.v4 {
+		family = 4
 	}
-	n.header(buf[:], kind|longNameKind, class, qtype)
-	binary.BigEndian.PutUint64(buf[keyHeaderLen:], r.nameHash(name))
-	return maphash.Bytes(r.seed, buf[:keyHeaderLen+8])
+	meta := uint64(kind)<<56 | family<<48 | uint64(class)<<32 | uint64(qtype)<<16
+	h := mum(n.hi^k[0], n.lo^k[1])
+	h = mum(h^meta^k[2], uint64(len(name))^k[3])
+	for len(name) > 16 {
+		h = mum(foldWord(load64(name))^k[1]^h, foldWord(load64(name[8:]))^k[2])
+		name = name[16:]
+	}
+	var a, b uint64
+	switch {
+	case len(name) > 8:
+		a, b = load64(name), load64(name[len(name)-8:])
+	case len(name) == 8:
+		a = load64(name)
+	default:
+		for i := range len(name) {
+			a |= uint64(name[i]) << (8 * i)
+		}
+	}
+	h = mum(foldWord(a)^k[1]^h, foldWord(b)^k[3])
+	return mum(h^k[0], k[2])
 }
 
-// nameHash hashes a long name in pieces, which gives the same value as
-// hashing it whole.
-func (r *RRL) nameHash(name string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(r.seed)
-	var buf [shortName]byte
-	for len(name) > 0 {
-		n := foldLower(buf[:], name)
-		h.Write(buf[:n])
-		name = name[n:]
-	}
-	return h.Sum64()
-}
+// foldWord lower-cases the ASCII capitals among the eight bytes of w.
+func foldWord(w uint64) uint64 { return w | upperBytes(w)>>2 } // 0x80>>2 is the case bit
 
 // upperBytes returns 0x80 in each byte of w that is an ASCII capital and 0
 // in the others. Clearing the top bits first keeps the additions from
@@ -135,35 +140,6 @@ func upperBytes(w uint64) uint64 {
 	atLeastA := low + (0x80-'A')*ones
 	pastZ := low + (0x80-'Z'-1)*ones
 	return atLeastA &^ pastZ &^ w & high
-}
-
-// foldLower copies as much of s into dst as fits, lower-casing ASCII
-// letters eight bytes at a time, and returns the number of bytes copied.
-// Folding twice changes nothing, so the last eight bytes are folded as one
-// word even where they overlap the word before.
-func foldLower(dst []byte, s string) int {
-	n := min(len(dst), len(s))
-	if n < 8 {
-		for i := range n {
-			c := s[i]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			dst[i] = c
-		}
-		return n
-	}
-	for i := 0; i < n-8; i += 8 {
-		foldWord(dst[i:], s[i:])
-	}
-	foldWord(dst[n-8:], s[n-8:])
-	return n
-}
-
-// foldWord lower-cases the first eight bytes of s into dst.
-func foldWord(dst []byte, s string) {
-	w := load64(s[:8])
-	binary.LittleEndian.PutUint64(dst, w|upperBytes(w)>>2) // 0x80>>2 is the case bit
 }
 
 // load64 reads eight bytes of a string as a little-endian word (the

@@ -1,7 +1,6 @@
 package rrl
 
 import (
-	"hash/maphash"
 	"net"
 	"net/netip"
 	"time"
@@ -12,7 +11,7 @@ import (
 // accounts, and statistics are kept per shard.
 type RRL struct {
 	cfg       Config
-	seed      maphash.Seed
+	hash      hashKey
 	table     *table
 	injected  *injectedClock  // nil: the built-in coarse clock
 	intervals [rateLast]int64 // nanoseconds of credit one response costs; 0 is off
@@ -29,7 +28,7 @@ func NewRRL(cfg *Config) *RRL {
 	if cfg == nil {
 		cfg = NewConfig()
 	}
-	r := &RRL{cfg: cfg.sanitized(), seed: maphash.MakeSeed(), observer: cfg.observer}
+	r := &RRL{cfg: cfg.sanitized(), hash: newHashKey(), observer: cfg.observer}
 	r.table = newTable(r.cfg.maxTableSize)
 	if cfg.nowFunc != nil {
 		r.injected = newInjectedClock(cfg.nowFunc)
