@@ -84,8 +84,8 @@
 // shards, each with its own lock, its own share of max-table-size and its
 // own least-recently-used order, so recycling begins when a shard is full,
 // a little before the table as a whole is. Accounts are found by a 64-bit
-// hash keyed by a random seed per RRL, so sources and names cannot be
-// chosen to collide; no step scans the table or copies it.
+// hash keyed by random secrets drawn for each RRL, so sources and names
+// cannot be chosen to collide; no step scans the table or copies it.
 //
 // # Concurrency
 //
