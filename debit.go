@@ -77,10 +77,10 @@ func (d *debit) chargeTuple(allLimited bool) {
 	key := r.hash.account(d.net, byte(cat), class, qtype, name)
 	s := r.table.shard(key)
 	s.mu.Lock()
-	i, inDebt := d.charge(s, key, byte(cat), rate(cat))
+	a, inDebt := d.charge(s, key, byte(cat), rate(cat))
 	d.act, d.rtr = Send, RTOk
 	if inDebt {
-		d.act, d.rtr = r.slipOrDrop(s.at(i), cat), RTRateLimit
+		d.act, d.rtr = r.slipOrDrop(a, cat), RTRateLimit
 	}
 	if allLimited { // after the slip count advanced, as in BIND
 		d.act, d.rtr = Drop, RTAllLimit
@@ -107,20 +107,20 @@ func tupleKey(t *ResponseTuple) (class, qtype uint16, name string) {
 
 // charge finds or creates the account for key in s (whose lock the caller
 // holds), debits it against allowance k, and notes episode changes for the
-// observer. It returns the account's index and whether it is in debt.
-func (d *debit) charge(s *shard, key uint64, kind byte, k rate) (uint32, bool) {
+// observer. It returns the account and whether it is in debt.
+func (d *debit) charge(s *shard, key uint64, kind byte, k rate) (*account, bool) {
 	r := d.r
 	iv := r.interval(k)
-	i, gone := s.get(key, d.now, credit(iv), kind)
+	i, a, gone := s.get(key, d.now, credit(iv), kind)
 	if gone.limited {
 		d.event(gone.key, gone.kind, false, true)
 	}
-	inDebt := s.charge(i, d.now, iv, credit(iv), r.debt(iv))
-	if a := s.at(i); a.limited != inDebt {
+	inDebt := s.charge(i, a, d.now, iv, credit(iv), r.debt(iv))
+	if a.limited != inDebt {
 		a.limited = inDebt
 		d.event(key, kind, inDebt, false)
 	}
-	return i, inDebt
+	return a, inDebt
 }
 
 // slipOrDrop applies BIND's slip counter to a limited response: the first

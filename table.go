@@ -129,10 +129,10 @@ type recycled struct {
 // get returns the index of the account for key, creating it if need be with
 // tat set so that it holds full credit at now. gone describes the account
 // whose place it took, if any. The caller holds s.mu.
-func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone recycled) {
-	p, i := s.find(key)
+func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, a *account, gone recycled) {
+	p, i, a := s.find(key)
 	if i != none {
-		return i, gone
+		return i, a, gone
 	}
 	if s.n < s.limit {
 		i = s.grow()
@@ -143,12 +143,13 @@ func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, gone re
 		s.unindex(s.position(a.key.join(), i))
 		s.remove(i)
 		s.stats.Evictions++
-		p, _ = s.find(key) // closing the hole may have moved slots
+		p, _, _ = s.find(key) // closing the hole may have moved slots
 	}
 	s.slots[p] = slot{lo: uint32(key), i: i}
-	*s.at(i) = account{key: split(key), tat: split(uint64(now - credit)), kind: kind}
+	a = s.at(i)
+	*a = account{key: split(key), tat: split(uint64(now - credit)), kind: kind}
 	s.push(i, listCredit)
-	return i, gone
+	return i, a, gone
 }
 
 // grow takes a new account index, allocating its chunk if need be.
@@ -184,17 +185,19 @@ func (s *shard) next(p int) int {
 	return p
 }
 
-// find returns the account for key, or none and the empty slot where it
-// belongs.
-func (s *shard) find(key uint64) (int, uint32) {
+// find returns the slot, index and address of the account for key, or the
+// empty slot where it belongs and none.
+func (s *shard) find(key uint64) (int, uint32, *account) {
 	lo := uint32(key)
 	for p := s.home(lo); ; p = s.next(p) {
 		sl := s.slots[p]
 		if sl.i == none {
-			return p, none
+			return p, none, nil
 		}
-		if sl.lo == lo && s.at(sl.i).key.hi == uint32(key>>32) {
-			return p, sl.i
+		if sl.lo == lo {
+			if a := s.at(sl.i); a.key.hi == uint32(key>>32) {
+				return p, sl.i, a
+			}
 		}
 	}
 }
@@ -223,14 +226,13 @@ func (s *shard) unindex(p int) {
 	s.slots[p] = slot{}
 }
 
-// charge debits account i by interval at now and reports whether it is in
+// charge debits account i (at a) by interval at now and reports whether it is in
 // debt afterwards. The balance (now - tat) earns credit continuously, holds
 // at most credit nanoseconds of it, and sinks at most debt nanoseconds deep.
 //
 // An account that has earned back full credit starts its slip count afresh,
 // as BIND's does.
-func (s *shard) charge(i uint32, now, interval, credit, debt int64) bool {
-	a := s.at(i)
+func (s *shard) charge(i uint32, a *account, now, interval, credit, debt int64) bool {
 	tat := int64(a.tat.join())
 	if full := now - credit; tat <= full {
 		tat, a.slip = full, 0

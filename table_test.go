@@ -118,7 +118,7 @@ func TestShardIndex(t *testing.T) {
 		}
 		before := s.at(s.victim(0)).key.join()
 		full := s.n == s.limit
-		i, _ := s.get(key, 0, 1, 0)
+		i, _, _ := s.get(key, 0, 1, 0)
 		if full && !held[key] {
 			delete(held, before)
 		}
@@ -131,7 +131,7 @@ func TestShardIndex(t *testing.T) {
 		}
 		if n%97 == 0 {
 			for k := range held {
-				if _, i := s.find(k); i == none || s.at(i).key.join() != k {
+				if _, i, _ := s.find(k); i == none || s.at(i).key.join() != k {
 					t.Fatalf("after %d insertions %#x is held but not found", n, k)
 				}
 			}
