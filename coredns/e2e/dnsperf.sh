@@ -12,26 +12,13 @@ set -euo pipefail
 
 rounds=${1:-5}
 seconds=${2:-10}
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 port=1053
 
 command -v dnsperf >/dev/null || { echo "dnsperf: SKIP: dnsperf is not installed"; exit 0; }
 
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-		kill "$pid"
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# The workspace (go.work) if it builds, else this module alone with its
-# replace directives.
-(cd "$repo/coredns" && { go build -o "$tmp/coredns" ./cmd/coredns ||
-	GOWORK=off go build -o "$tmp/coredns" ./cmd/coredns; })
+build_coredns
 cp "$repo/coredns/example/db.example.test" "$tmp/"
 
 corefile() { # corefile on|off

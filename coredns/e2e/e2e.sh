@@ -10,7 +10,6 @@
 # a message and exit status 0, when neither client is installed.
 set -euo pipefail
 
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 dns_port=1053
 metrics_port=9153
 
@@ -23,16 +22,7 @@ else
 	exit 0
 fi
 
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-		kill "$pid"
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 fail() {
 	echo "e2e: FAIL: $*"
@@ -68,10 +58,7 @@ outcome() {
 }
 
 echo "e2e: building CoreDNS with rrl into $tmp"
-# The workspace (go.work) if it builds, else this module alone with its
-# replace directives.
-(cd "$repo/coredns" && { go build -o "$tmp/coredns" ./cmd/coredns ||
-	GOWORK=off go build -o "$tmp/coredns" ./cmd/coredns; })
+build_coredns
 
 # The example listens on fixed ports. CoreDNS sets SO_REUSEPORT, so a second
 # server on a busy port would start and share the queries; if a port is
