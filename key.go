@@ -38,6 +38,7 @@ type network struct {
 // addresses count as IPv4 and zones are ignored. The zero Addr (from a nil or
 // unparsable source) becomes 0.0.0.0, whose network all such sources share.
 func (r *RRL) networkOf(a netip.Addr) network {
+	a = a.Unmap()
 	if !a.IsValid() {
 		a = netip.IPv4Unspecified()
 	}
@@ -48,13 +49,7 @@ func (r *RRL) networkOf(a netip.Addr) network {
 		return n
 	}
 	b := a.As16()
-	n := network{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), v4: a.Is4In6()}
-	if n.v4 {
-		n.bits = uint8(r.cfg.ipv4PrefixLength)
-		n.lo &^= 1<<(32-n.bits) - 1
-		return n
-	}
-	n.bits = uint8(r.cfg.ipv6PrefixLength)
+	n := network{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), bits: uint8(r.cfg.ipv6PrefixLength)}
 	if n.bits <= 64 {
 		n.hi &^= 1<<(64-n.bits) - 1
 		n.lo = 0
