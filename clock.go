@@ -121,7 +121,7 @@ type injectedClock struct {
 }
 
 func newInjectedClock(fn func() time.Time) *injectedClock {
-	return &injectedClock{fn: fn, lastWall: fn(), now: int64(time.Hour)}
+	return &injectedClock{fn: fn, lastWall: fn()}
 }
 
 // read calls fn under the lock, so that concurrent readings are ordered and
