@@ -2,91 +2,81 @@ package rrl
 
 import "net/netip"
 
-// debit is one Debit call in progress: its inputs, its verdict so far, and
-// the observer events it owes once every lock is released.
-type debit struct {
-	r     *RRL
-	net   network
-	udp   bool
-	tuple *ResponseTuple
-	now   int64
-
-	act Action
-	ipr IPReason
-	rtr RTReason
-
-	events  [6]pendingEvent // at most a start/stop and an eviction per account touched
-	nEvents uint8
-}
-
-type pendingEvent struct {
-	key              uint64
-	kind             byte
-	started, evicted bool
-}
-
-// run applies the checks in the order Debit documents, and counts the
-// outcome in exactly one shard's statistics.
-func (d *debit) run() {
-	r := d.r
-	d.act, d.ipr, d.rtr = Send, IPNotConfigured, RTNotConfigured
+// debitChecked is DebitAddr for an RRL with any of exempt-clients,
+// requests-per-second, all-per-second or qps-scale set, or for a response
+// that is not over UDP: it applies the checks in the order Debit documents.
+func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple, now int64) (Action, IPReason, RTReason) {
+	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
+		return r.countAlone(n, t, Send, IPExempt, RTNotReached)
+	}
 	if r.qps != nil {
-		r.qps.observe(r.table, r.statsShard(d.net), d.now)
+		r.qps.observe(r.table, r.statsShard(n), now)
 	}
+	ipr := IPNotConfigured
 	if r.intervals[rateRequests] > 0 {
-		if d.chargeNetwork(kindRequests, rateRequests) {
-			d.act, d.ipr, d.rtr = Drop, IPRateLimit, RTNotReached
-			d.countAlone()
-			return
+		if r.chargeNetwork(n, kindRequests, now) {
+			return r.countAlone(n, t, Drop, IPRateLimit, RTNotReached)
 		}
-		d.ipr = IPOk
+		ipr = IPOk
 	}
-	if !d.udp {
-		d.rtr = RTNotUDP
-		d.countAlone()
-		return
+	if !udp {
+		return r.countAlone(n, t, Send, ipr, RTNotUDP)
 	}
-	allLimited := r.intervals[rateAll] > 0 && d.chargeNetwork(kindAll, rateAll)
-	if r.intervals[d.tuple.AllowanceCategory] == 0 {
-		if allLimited {
-			d.act, d.rtr = Drop, RTAllLimit
-		}
-		d.countAlone()
-		return
+	allLimited := r.intervals[rateAll] > 0 && r.chargeNetwork(n, kindAll, now)
+	if allLimited && r.intervals[t.AllowanceCategory] == 0 {
+		return r.countAlone(n, t, Drop, ipr, RTAllLimit)
 	}
-	d.chargeTuple(allLimited)
+	act, rtr := r.chargeTuple(n, t, now, ipr, allLimited)
+	return act, ipr, rtr
 }
 
-// chargeNetwork debits the client network's account of the given kind and
-// reports whether it is in debt.
-func (d *debit) chargeNetwork(kind byte, k rate) bool {
-	key := d.r.hash.account(d.net, kind, 0, 0, "")
-	s := d.r.table.shard(key)
+// chargeNetwork debits the client network's account of the given kind
+// (kindRequests or kindAll) and reports whether it is in debt.
+func (r *RRL) chargeNetwork(n network, kind byte, now int64) bool {
+	key := r.hash.account(n, kind, 0, 0, "")
+	iv := r.interval(rate(kind))
+	s := r.table.shard(key)
 	s.mu.Lock()
-	_, inDebt := d.charge(s, key, kind, k)
+	a, inDebt, gone := s.debit(key, kind, now, iv, r.debt(iv))
+	edge := a.limited != inDebt
+	a.limited = inDebt
 	s.mu.Unlock()
+	if r.observer != nil && (edge || gone.limited) {
+		r.report(n, nil, key, kind, edge, inDebt, gone)
+	}
 	return inDebt
 }
 
 // chargeTuple debits the response tuple's account, decides the action, and
-// counts the outcome, all under the account's shard lock.
-func (d *debit) chargeTuple(allLimited bool) {
-	r, t := d.r, d.tuple
+// counts the outcome, all under the account's shard lock. allLimited says
+// that the network has exceeded all-per-second.
+func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, allLimited bool) (Action, RTReason) {
 	cat := t.AllowanceCategory
+	iv := r.interval(rate(cat))
+	if iv == 0 {
+		act, _, rtr := r.countAlone(n, t, Send, ipr, RTNotConfigured)
+		return act, rtr
+	}
 	class, qtype, name := tupleKey(t)
-	key := r.hash.account(d.net, byte(cat), class, qtype, name)
+	key := r.hash.account(n, byte(cat), class, qtype, name)
 	s := r.table.shard(key)
 	s.mu.Lock()
-	a, inDebt := d.charge(s, key, byte(cat), rate(cat))
-	d.act, d.rtr = Send, RTOk
+	a, inDebt, gone := s.debit(key, byte(cat), now, iv, r.debt(iv))
+	act, rtr := Send, RTOk
 	if inDebt {
-		d.act, d.rtr = r.slipOrDrop(a, cat), RTRateLimit
+		act, rtr = r.slipOrDrop(a, cat), RTRateLimit
 	}
 	if allLimited { // after the slip count advanced, as in BIND
-		d.act, d.rtr = Drop, RTAllLimit
+		act, rtr = Drop, RTAllLimit
 	}
-	s.stats.count(cat, d.act, d.ipr, d.rtr)
+	s.stats.count(cat, act, ipr, rtr)
+	edge := a.limited != inDebt
+	a.limited = inDebt
 	s.mu.Unlock()
+	if r.observer != nil && (edge || gone.limited) {
+		r.report(n, t, key, byte(cat), edge, inDebt, gone)
+	}
+	return act, rtr
 }
 
 // tupleKey returns the parts of a tuple that its account key holds: BIND
@@ -103,24 +93,6 @@ func tupleKey(t *ResponseTuple) (class, qtype uint16, name string) {
 		return 0, 0, t.SalientName
 	}
 	return 0, 0, ""
-}
-
-// charge finds or creates the account for key in s (whose lock the caller
-// holds), debits it against allowance k, and notes episode changes for the
-// observer. It returns the account and whether it is in debt.
-func (d *debit) charge(s *shard, key uint64, kind byte, k rate) (*account, bool) {
-	r := d.r
-	iv := r.interval(k)
-	i, a, gone := s.get(key, d.now, credit(iv), kind)
-	if gone.limited {
-		d.event(gone.key, gone.kind, false, true)
-	}
-	inDebt := s.charge(i, a, d.now, iv, credit(iv), r.debt(iv))
-	if a.limited != inDebt {
-		a.limited = inDebt
-		d.event(key, kind, inDebt, false)
-	}
-	return a, inDebt
 }
 
 // slipOrDrop applies BIND's slip counter to a limited response: the first
@@ -140,32 +112,30 @@ func (r *RRL) slipOrDrop(a *account, cat AllowanceCategory) Action {
 	return Drop
 }
 
-// countAlone counts the outcome of a Debit that holds no shard lock.
-func (d *debit) countAlone() {
-	s := d.r.statsShard(d.net)
+// countAlone counts the outcome of a Debit that touches no account, in a
+// shard chosen by its client network, and returns it.
+func (r *RRL) countAlone(n network, t *ResponseTuple, act Action, ipr IPReason, rtr RTReason) (Action, IPReason, RTReason) {
+	s := r.statsShard(n)
 	s.mu.Lock()
-	s.stats.count(d.tuple.AllowanceCategory, d.act, d.ipr, d.rtr)
+	s.stats.count(t.AllowanceCategory, act, ipr, rtr)
 	s.mu.Unlock()
+	return act, ipr, rtr
 }
 
-func (d *debit) event(key uint64, kind byte, started, evicted bool) {
-	if d.r.observer != nil && int(d.nEvents) < len(d.events) {
-		d.events[d.nEvents] = pendingEvent{key, kind, started, evicted}
-		d.nEvents++
+// report tells the observer, once the shard's lock is released, that the
+// account charged (key, of the given kind) began or ended an episode
+// (edge, started), and that the account whose place it took ended one
+// (gone.limited). t is nil for the per-network accounts.
+func (r *RRL) report(n network, t *ResponseTuple, key uint64, kind byte, edge, started bool, gone recycled) {
+	if gone.limited {
+		r.observer(Event{Evicted: true, Limit: limitName(gone.kind), Account: gone.key})
 	}
-}
-
-// report tells the observer about the episodes this Debit began or ended.
-func (d *debit) report() {
-	for _, p := range d.events[:d.nEvents] {
-		e := Event{Started: p.started, Evicted: p.evicted, Limit: limitName(p.kind), Account: p.key}
-		if !p.evicted {
-			e.Network = d.net.prefix()
-			if p.kind < kindRequests {
-				e.Tuple = *d.tuple
-			}
+	if edge {
+		e := Event{Started: started, Limit: limitName(kind), Account: key, Network: n.prefix()}
+		if t != nil {
+			e.Tuple = *t
 		}
-		d.r.observer(e)
+		r.observer(e)
 	}
 }
 

@@ -17,6 +17,11 @@ type RRL struct {
 	intervals [rateLast]int64 // nanoseconds of credit one response costs; 0 is off
 	qps       *qpsScaler      // nil unless qps-scale is set
 	observer  func(Event)     // nil unless Config.SetObserver
+
+	// checked is set when exempt-clients, requests-per-second,
+	// all-per-second or qps-scale is: a UDP response then takes the path
+	// with every check rather than going straight to its tuple's account.
+	checked bool
 }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
@@ -41,6 +46,7 @@ func NewRRL(cfg *Config) *RRL {
 	if r.cfg.qpsScale > 0 {
 		r.qps = newQPSScaler(r.cfg.qpsScale)
 	}
+	r.checked = len(r.cfg.exempt) > 0 || r.intervals[rateRequests] > 0 || r.intervals[rateAll] > 0 || r.qps != nil
 	return r
 }
 
@@ -81,18 +87,14 @@ func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action,
 	if r == nil {
 		return Send, IPNotConfigured, RTNotConfigured
 	}
-	var d debit // filled field by field: a composite literal is built aside and copied
-	d.r, d.net, d.udp, d.tuple, d.now = r, r.networkOf(src), udp, tupleOrError(tuple), r.now()
-	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
-		d.act, d.ipr, d.rtr = Send, IPExempt, RTNotReached
-		d.countAlone()
-		return d.act, d.ipr, d.rtr
+	t := tupleOrError(tuple)
+	n := r.networkOf(src)
+	now := r.now()
+	if !udp || r.checked {
+		return r.debitChecked(src, n, udp, t, now)
 	}
-	d.run()
-	if d.nEvents > 0 {
-		d.report()
-	}
-	return d.act, d.ipr, d.rtr
+	act, rtr := r.chargeTuple(n, t, now, IPNotConfigured, false)
+	return act, IPNotConfigured, rtr
 }
 
 // errorTuple stands in for a nil tuple.

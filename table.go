@@ -126,14 +126,32 @@ type recycled struct {
 	limited bool
 }
 
-// get returns the index of the account for key, creating it if need be with
-// tat set so that it holds full credit at now. gone describes the account
-// whose place it took, if any. The caller holds s.mu.
+// debit finds or creates the account for key (see get) and debits it by
+// interval at now (see charge), returning it, whether it is in debt, and
+// the account whose place it took, if any. The caller holds s.mu.
+func (s *shard) debit(key uint64, kind byte, now, interval, debt int64) (a *account, inDebt bool, gone recycled) {
+	credit := credit(interval)
+	p, i, a := s.find(key)
+	if i == none {
+		i, a, gone = s.add(p, key, now, credit, kind)
+	}
+	return a, s.charge(i, a, now, interval, credit, debt), gone
+}
+
+// get returns the index of the account for key, creating it if need be
+// (see add). The caller holds s.mu.
 func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, a *account, gone recycled) {
 	p, i, a := s.find(key)
 	if i != none {
 		return i, a, gone
 	}
+	return s.add(p, key, now, credit, kind)
+}
+
+// add creates the account for key at slot p, where find did not find it,
+// with tat set so that it holds full credit at now. gone describes the
+// account whose place it took, if any.
+func (s *shard) add(p int, key uint64, now, credit int64, kind byte) (i uint32, a *account, gone recycled) {
 	if s.n < s.limit {
 		i = s.grow()
 	} else {
