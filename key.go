@@ -94,7 +94,9 @@ func mum(a, b uint64) uint64 {
 // (ASCII) and without its trailing dot, so that "Example.COM." and
 // "example.com" match. The name is read eight bytes at a time; the last
 // word of a name whose length is not a multiple of eight overlaps the one
-// before, which the length (hashed too) makes unambiguous.
+// before, which the length (hashed too) makes unambiguous. The network, the
+// name's last 16 bytes, and the rest are hashed apart and then together,
+// so that the multiplications of a short key overlap in time.
 func (k *hashKey) account(n network, kind byte, class, qtype uint16, name string) uint64 {
 	name = strings.TrimSuffix(name, ".")
 	family := uint64(6)
@@ -102,10 +104,10 @@ func (k *hashKey) account(n network, kind byte, class, qtype uint16, name string
 		family = 4
 	}
 	meta := uint64(kind)<<56 | family<<48 | uint64(class)<<32 | uint64(qtype)<<16
-	h := mum(n.hi^k[0], n.lo^k[1])
-	h = mum(h^meta^k[2], uint64(len(name))^k[3])
+	net := mum(n.hi^k[0], n.lo^k[1])
+	head := mum(meta^k[2], uint64(len(name))^k[3])
 	for len(name) > 16 {
-		h = mum(foldWord(load64(name))^k[1]^h, foldWord(load64(name[8:]))^k[2])
+		head = mum(foldWord(load64(name))^k[1]^head, foldWord(load64(name[8:]))^k[2])
 		name = name[16:]
 	}
 	var a, b uint64
@@ -119,8 +121,8 @@ func (k *hashKey) account(n network, kind byte, class, qtype uint16, name string
 			a |= uint64(name[i]) << (8 * i)
 		}
 	}
-	h = mum(foldWord(a)^k[1]^h, foldWord(b)^k[3])
-	return mum(h^k[0], k[2])
+	tail := mum(foldWord(a)^k[0], foldWord(b)^k[3])
+	return mum(net^tail^k[2], head^k[1])
 }
 
 // foldWord lower-cases the ASCII capitals among the eight bytes of w.

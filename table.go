@@ -7,12 +7,17 @@ import (
 
 // The table of accounts is split into shards, each with its own lock, so
 // that Debit calls for different accounts rarely wait for each other. Each
-// shard holds at most its share of max-table-size accounts, allocated in
-// chunks as it fills (nothing is ever copied or rehashed), finds them
-// through an open-addressing index allocated whole at the start (linear
-// probing over 8-byte slots, so a miss reads one cache line and no
-// account), and keeps two LRU lists: accounts in credit at their last
-// debit, and accounts in debt.
+// shard holds at most its share of max-table-size accounts, finds them
+// through an open-addressing index (linear probing over 8-byte slots, so a
+// miss reads one cache line and no account), and keeps two LRU lists:
+// accounts in credit at their last debit, and accounts in debt.
+//
+// A shard's accounts and index grow with it, doubling, up to the size its
+// share of max-table-size needs, so that a table holding few accounts is
+// small and stays in the processor's caches. Growing copies at most one
+// shard's index or one chunk of 1024 accounts, and a shard holds at most
+// 65,536 accounts (large tables have more shards), so no step copies much;
+// once a shard is full nothing grows again.
 //
 // When a shard is full, a new account takes the place of, in this order:
 // the least recently used account in debt if it has since paid its debt
@@ -70,6 +75,7 @@ type shard struct {
 	n      uint32      // accounts in use
 	limit  uint32      // most accounts this shard may hold
 	slots  []slot      // the index; never more than maxLoad full
+	room   uint32      // accounts the index has room for
 	lists  [2]lru
 	stats  Stats        // under mu; CacheLength unused
 	qps    atomic.Int64 // responses counted for qps-scale
@@ -82,16 +88,22 @@ type table struct {
 }
 
 // minShardSize keeps shards large enough that per-shard LRU order stays a
-// good stand-in for the global order; maxShards is enough for the cores
-// that one RRL is likely to be called from.
+// good stand-in for the global order; fewShards is enough for the cores
+// that one RRL is likely to be called from. Tables larger than fewShards
+// times maxShardSize have more shards, so that growing a shard never
+// copies much.
 const (
 	minShardSize = 256
-	maxShards    = 64
+	fewShards    = 64
+	maxShardSize = 1 << 16
 )
+
+// minRoom is the number of accounts a shard's index has room for at first.
+const minRoom = 64
 
 func newTable(size int) *table {
 	n := 1
-	for n < maxShards && size/(n*2) >= minShardSize {
+	for n < fewShards && size/(n*2) >= minShardSize || size/n > maxShardSize {
 		n *= 2
 	}
 	t := &table{shards: make([]shard, n), shift: 64}
@@ -104,10 +116,30 @@ func newTable(size int) *table {
 		if i < size%n {
 			s.limit++
 		}
-		s.slots = make([]slot, int(float64(s.limit)/maxLoad)+1)
-		s.chunks = [][]account{make([]account, min(chunkLen, s.limit+1))}
+		s.resize(min(minRoom, s.limit))
 	}
 	return t
+}
+
+// indexLen is the length of an index with room for n accounts.
+func indexLen(n uint32) int { return int(float64(n)/maxLoad) + 1 }
+
+// resize gives the index room for n accounts, moving the slots in use to
+// their places in the new index. It reads the index alone: a slot holds
+// the part of the key that places it.
+func (s *shard) resize(n uint32) {
+	old := s.slots
+	s.slots, s.room = make([]slot, indexLen(n)), n
+	for _, sl := range old {
+		if sl.i == none {
+			continue
+		}
+		p := s.home(sl.lo)
+		for s.slots[p].i != none {
+			p = s.next(p)
+		}
+		s.slots[p] = sl
+	}
 }
 
 func (t *table) shard(key uint64) *shard {
@@ -153,6 +185,10 @@ func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, a *acco
 // account whose place it took, if any.
 func (s *shard) add(p int, key uint64, now, credit int64, kind byte) (i uint32, a *account, gone recycled) {
 	if s.n < s.limit {
+		if s.n == s.room {
+			s.resize(min(2*s.room, s.limit))
+			p, _, _ = s.find(key)
+		}
 		i = s.grow()
 	} else {
 		i = s.victim(now)
@@ -170,11 +206,18 @@ func (s *shard) add(p int, key uint64, now, credit int64, kind byte) (i uint32, 
 	return i, a, gone
 }
 
-// grow takes a new account index, allocating its chunk if need be.
+// grow takes a new account index. When its chunk is full (or new), the
+// chunk doubles, up to chunkLen accounts or as many as the shard may still
+// hold; the copy keeps every account at its index.
 func (s *shard) grow() uint32 {
 	s.n++
-	if c := int(s.n >> chunkBits); c == len(s.chunks) {
-		s.chunks = append(s.chunks, make([]account, min(chunkLen, s.limit+1-s.n)))
+	c, j := int(s.n>>chunkBits), int(s.n&(chunkLen-1))
+	if c == len(s.chunks) {
+		s.chunks = append(s.chunks, nil)
+	}
+	if chunk := s.chunks[c]; j >= len(chunk) {
+		n := min(max(2*j, minRoom), chunkLen, j+int(s.limit-s.n)+1)
+		s.chunks[c] = append(make([]account, 0, n), chunk...)[:n]
 	}
 	return s.n
 }

@@ -105,37 +105,51 @@ func TestAccountSize(t *testing.T) {
 
 // TestShardIndex checks the open-addressing index against a model through
 // many insertions and evictions, with keys crowded onto a few home slots so
-// that probe runs are long and wrap around the end of the index.
+// that probe runs are long and wrap around the end of the index. The larger
+// shard grows its index and accounts several times on the way.
 func TestShardIndex(t *testing.T) {
-	tb := newTable(40)
-	s := &tb.shards[0]
-	rng := rand.New(rand.NewPCG(1, 2))
-	held := map[uint64]bool{}
-	for n := range 20_000 {
-		key := uint64(rng.Uint32N(64))<<32 | uint64(rng.Uint32N(8))<<29 | uint64(n%3)
-		if rng.IntN(4) == 0 {
-			key |= 0xFFFFFFF0 // homes at the very end of the index
-		}
-		before := s.at(s.victim(0)).key.join()
-		full := s.n == s.limit
-		i, _, _ := s.get(key, 0, 1, 0)
-		if full && !held[key] {
-			delete(held, before)
-		}
-		held[key] = true
-		if got := s.at(i).key.join(); got != key {
-			t.Fatalf("get(%#x) returned the account of %#x", key, got)
-		}
-		if len(held) > int(s.limit) || len(held) != int(s.n) {
-			t.Fatalf("model holds %d, shard %d, limit %d", len(held), s.n, s.limit)
-		}
-		if n%97 == 0 {
-			for k := range held {
-				if _, i, _ := s.find(k); i == none || s.at(i).key.join() != k {
-					t.Fatalf("after %d insertions %#x is held but not found", n, k)
+	for _, c := range []struct {
+		limit      int
+		highs, los uint32 // distinct high halves, and home-placing low bits
+	}{{40, 64, 8}, {2000, 4096, 256}} {
+		t.Run(fmt.Sprint(c.limit), func(t *testing.T) {
+			tb := newTable(c.limit)
+			s := &tb.shards[0]
+			rng := rand.New(rand.NewPCG(1, 2))
+			held := map[uint64]bool{}
+			for n := range 20_000 {
+				key := uint64(rng.Uint32N(c.highs))<<32 | uint64(rng.Uint32N(c.los))<<24 | uint64(n%3)
+				if rng.IntN(4) == 0 {
+					key |= 0xFFFFFFF0 // homes at the very end of the index
+				}
+				full := s.n == s.limit
+				var victim uint64
+				if full {
+					victim = s.at(s.victim(0)).key.join()
+				}
+				i, _, _ := s.get(key, 0, 1, 0)
+				if full && !held[key] {
+					delete(held, victim)
+				}
+				held[key] = true
+				if got := s.at(i).key.join(); got != key {
+					t.Fatalf("get(%#x) returned the account of %#x", key, got)
+				}
+				if len(held) > int(s.limit) || len(held) != int(s.n) {
+					t.Fatalf("model holds %d, shard %d, limit %d", len(held), s.n, s.limit)
+				}
+				if n%97 == 0 || s.n == s.room { // and just before each growth
+					for k := range held {
+						if _, i, _ := s.find(k); i == none || s.at(i).key.join() != k {
+							t.Fatalf("after %d insertions %#x is held but not found", n, k)
+						}
+					}
 				}
 			}
-		}
+			if want := indexLen(s.limit); len(s.slots) != want {
+				t.Errorf("a full shard's index has %d slots, want %d", len(s.slots), want)
+			}
+		})
 	}
 }
 
