@@ -13,7 +13,7 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 		r.qps.observe(r.table, r.statsShard(n), now)
 	}
 	ipr := IPNotConfigured
-	if r.intervals[rateRequests] > 0 {
+	if r.limits[rateRequests].on() {
 		if r.chargeNetwork(n, kindRequests, now) {
 			return r.countAlone(n, t, Drop, IPRateLimit, RTNotReached)
 		}
@@ -22,8 +22,8 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	if !udp {
 		return r.countAlone(n, t, Send, ipr, RTNotUDP)
 	}
-	allLimited := r.intervals[rateAll] > 0 && r.chargeNetwork(n, kindAll, now)
-	if allLimited && r.intervals[t.AllowanceCategory] == 0 {
+	allLimited := r.limits[rateAll].on() && r.chargeNetwork(n, kindAll, now)
+	if allLimited && !r.limits[t.AllowanceCategory].on() {
 		return r.countAlone(n, t, Drop, ipr, RTAllLimit)
 	}
 	act, rtr := r.chargeTuple(n, t, now, ipr, allLimited)
@@ -34,10 +34,10 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 // (kindRequests or kindAll) and reports whether it is in debt.
 func (r *RRL) chargeNetwork(n network, kind byte, now int64) bool {
 	key := r.hash.account(n, kind, 0, 0, "")
-	iv := r.interval(rate(kind))
+	l := r.limit(rate(kind))
 	s := r.table.shard(key)
 	s.mu.Lock()
-	a, inDebt, gone := s.debit(key, kind, now, iv, r.debt(iv))
+	a, inDebt, gone := s.debit(key, kind, now, l)
 	edge := a.limited != inDebt
 	a.limited = inDebt
 	s.mu.Unlock()
@@ -52,8 +52,8 @@ func (r *RRL) chargeNetwork(n network, kind byte, now int64) bool {
 // that the network has exceeded all-per-second.
 func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, allLimited bool) (Action, RTReason) {
 	cat := t.AllowanceCategory
-	iv := r.interval(rate(cat))
-	if iv == 0 {
+	l := r.limit(rate(cat))
+	if !l.on() {
 		act, _, rtr := r.countAlone(n, t, Send, ipr, RTNotConfigured)
 		return act, rtr
 	}
@@ -61,7 +61,7 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, 
 	key := r.hash.account(n, byte(cat), class, qtype, name)
 	s := r.table.shard(key)
 	s.mu.Lock()
-	a, inDebt, gone := s.debit(key, byte(cat), now, iv, r.debt(iv))
+	a, inDebt, gone := s.debit(key, byte(cat), now, l)
 	act, rtr := Send, RTOk
 	if inDebt {
 		act, rtr = r.slipOrDrop(a, cat), RTRateLimit

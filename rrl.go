@@ -14,7 +14,7 @@ type RRL struct {
 	hash      hashKey
 	table     *table
 	injected  *injectedClock  // nil: the built-in coarse clock
-	intervals [rateLast]int64 // nanoseconds of credit one response costs; 0 is off
+	limits    [rateLast]limit // interval 0 is off
 	qps       *qpsScaler      // nil unless qps-scale is set
 	observer  func(Event)     // nil unless Config.SetObserver
 
@@ -38,15 +38,15 @@ func NewRRL(cfg *Config) *RRL {
 	if cfg.nowFunc != nil {
 		r.injected = newInjectedClock(cfg.nowFunc)
 	}
-	for i := range r.intervals {
+	for i := range r.limits {
 		if f := r.cfg.rate(rate(i)); f > 0 {
-			r.intervals[i] = int64(float64(time.Second) / f)
+			r.limits[i] = r.limitOf(int64(float64(time.Second) / f))
 		}
 	}
 	if r.cfg.qpsScale > 0 {
 		r.qps = newQPSScaler(r.cfg.qpsScale)
 	}
-	r.checked = len(r.cfg.exempt) > 0 || r.intervals[rateRequests] > 0 || r.intervals[rateAll] > 0 || r.qps != nil
+	r.checked = len(r.cfg.exempt) > 0 || r.limits[rateRequests].on() || r.limits[rateAll].on() || r.qps != nil
 	return r
 }
 
@@ -132,14 +132,26 @@ func (r *RRL) GetStats(zeroAfter bool) Stats {
 	return sum
 }
 
-// interval returns the cost of one response against allowance k, scaled
-// up by qps-scale when that is set (requests-per-second is not scaled).
-func (r *RRL) interval(k rate) int64 {
-	iv := r.intervals[k]
-	if r.qps == nil || k == rateRequests {
-		return iv
+// limit is an allowance in the units of an account's balance, nanoseconds:
+// what one response costs, the most credit an account can hold (one
+// second's worth of responses, but at least one response, so that rates
+// below 1/s work), and how deep it can sink into debt (window seconds, or
+// one response).
+type limit struct{ interval, credit, debt int64 }
+
+func (r *RRL) limitOf(interval int64) limit {
+	return limit{interval, max(int64(time.Second), interval), max(r.cfg.window, interval)}
+}
+
+func (l limit) on() bool { return l.interval > 0 }
+
+// limit returns allowance k, scaled by qps-scale when that is set
+// (requests-per-second is not scaled).
+func (r *RRL) limit(k rate) limit {
+	if r.qps == nil || k == rateRequests || !r.limits[k].on() {
+		return r.limits[k]
 	}
-	return r.qps.scale(iv)
+	return r.limitOf(r.qps.scale(r.limits[k].interval))
 }
 
 // slipRatio is slip-ratio, scaled down by qps-scale as BIND does: only
@@ -151,13 +163,6 @@ func (r *RRL) slipRatio() int {
 	}
 	return max(2, int(float64(n)*r.qps.factor.Load()))
 }
-
-// credit is the most credit an account can hold: one second's worth of
-// responses, but at least one response, so that rates below 1/s work.
-func credit(interval int64) int64 { return max(int64(time.Second), interval) }
-
-// debt is how deep an account can sink: window seconds, or one response.
-func (r *RRL) debt(interval int64) int64 { return max(r.cfg.window, interval) }
 
 // statsShard picks a shard for the statistics of a Debit that touches no
 // account, from the client network, so that concurrent callers spread out.

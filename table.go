@@ -158,16 +158,15 @@ type recycled struct {
 	limited bool
 }
 
-// debit finds or creates the account for key (see get) and debits it by
-// interval at now (see charge), returning it, whether it is in debt, and
+// debit finds or creates the account for key (see get) and debits it
+// against l at now (see charge), returning it, whether it is in debt, and
 // the account whose place it took, if any. The caller holds s.mu.
-func (s *shard) debit(key uint64, kind byte, now, interval, debt int64) (a *account, inDebt bool, gone recycled) {
-	credit := credit(interval)
+func (s *shard) debit(key uint64, kind byte, now int64, l limit) (a *account, inDebt bool, gone recycled) {
 	p, i, a := s.find(key)
 	if i == none {
-		i, a, gone = s.add(p, key, now, credit, kind)
+		i, a, gone = s.add(p, key, now, l.credit, kind)
 	}
-	return a, s.charge(i, a, now, interval, credit, debt), gone
+	return a, s.charge(i, a, now, l), gone
 }
 
 // get returns the index of the account for key, creating it if need be
@@ -287,27 +286,28 @@ func (s *shard) unindex(p int) {
 	s.slots[p] = slot{}
 }
 
-// charge debits account i (at a) by interval at now and reports whether it is in
-// debt afterwards. The balance (now - tat) earns credit continuously, holds
-// at most credit nanoseconds of it, and sinks at most debt nanoseconds deep.
+// charge debits account i (at a) by l.interval at now and reports whether
+// it is in debt afterwards. The balance (now - tat) earns credit
+// continuously, holds at most l.credit nanoseconds of it, and sinks at most
+// l.debt nanoseconds deep.
 //
 // An account that has earned back full credit starts its slip count afresh,
 // as BIND's does.
-func (s *shard) charge(i uint32, a *account, now, interval, credit, debt int64) bool {
+func (s *shard) charge(i uint32, a *account, now int64, l limit) bool {
 	tat := int64(a.tat.join())
-	if full := now - credit; tat <= full {
+	if full := now - l.credit; tat <= full {
 		tat, a.slip = full, 0
 	}
-	tat = min(tat+interval, now+debt)
+	tat = min(tat+l.interval, now+l.debt)
 	a.tat = split(uint64(tat))
 	inDebt := tat > now
-	l := uint8(listCredit)
+	list := uint8(listCredit)
 	if inDebt {
-		l = listDebt
+		list = listDebt
 	}
-	if a.list != l || s.lists[l].newest != i {
+	if a.list != list || s.lists[list].newest != i {
 		s.remove(i)
-		s.push(i, l)
+		s.push(i, list)
 	}
 	return inDebt
 }
