@@ -14,10 +14,10 @@ import (
 //
 // A shard's accounts and index grow with it, doubling, up to the size its
 // share of max-table-size needs, so that a table holding few accounts is
-// small and stays in the processor's caches. Growing copies at most one
-// shard's index or one chunk of 1024 accounts, and a shard holds at most
-// 65,536 accounts (large tables have more shards), so no step copies much;
-// once a shard is full nothing grows again.
+// small and stays in the processor's caches. Growing copies one shard's
+// accounts or index, and a shard holds at most 65,536 accounts (large
+// tables have more shards), so no step copies much; once a shard is full
+// nothing grows again.
 //
 // When a shard is full, a new account takes the place of, in this order:
 // the least recently used account in debt if it has since paid its debt
@@ -52,12 +52,6 @@ const (
 	listDebt
 )
 
-// Accounts are allocated chunkLen at a time.
-const (
-	chunkBits = 10
-	chunkLen  = 1 << chunkBits
-)
-
 // slot is an entry of a shard's index: the low half of an account's key
 // (which also places the slot) and the account's index; 0 marks it empty.
 type slot struct{ lo, i uint32 }
@@ -71,7 +65,7 @@ type lru struct{ newest, oldest uint32 }
 
 type shard struct {
 	mu     sync.Mutex
-	chunks [][]account // accounts 1..n; account 0 is unused
+	accts  []account // accounts 1..n; account 0 is unused
 	n      uint32      // accounts in use
 	limit  uint32      // most accounts this shard may hold
 	slots  []slot      // the index; never more than maxLoad full
@@ -149,7 +143,7 @@ func (t *table) shard(key uint64) *shard {
 	return &t.shards[key>>t.shift]
 }
 
-func (s *shard) at(i uint32) *account { return &s.chunks[i>>chunkBits][i&(chunkLen-1)] }
+func (s *shard) at(i uint32) *account { return &s.accts[i] }
 
 // recycled describes an account whose place a new one took, for Event.
 type recycled struct {
@@ -205,18 +199,14 @@ func (s *shard) add(p int, key uint64, now, credit int64, kind byte) (i uint32, 
 	return i, a, gone
 }
 
-// grow takes a new account index. When its chunk is full (or new), the
-// chunk doubles, up to chunkLen accounts or as many as the shard may still
-// hold; the copy keeps every account at its index.
+// grow takes a new account index. When the accounts are all in use, their
+// array doubles, up to as many as the shard may hold; the copy keeps every
+// account at its index.
 func (s *shard) grow() uint32 {
 	s.n++
-	c, j := int(s.n>>chunkBits), int(s.n&(chunkLen-1))
-	if c == len(s.chunks) {
-		s.chunks = append(s.chunks, nil)
-	}
-	if chunk := s.chunks[c]; j >= len(chunk) {
-		n := min(max(2*j, minRoom), chunkLen, j+int(s.limit-s.n)+1)
-		s.chunks[c] = append(make([]account, 0, n), chunk...)[:n]
+	if int(s.n) >= len(s.accts) {
+		n := min(max(2*len(s.accts), minRoom), int(s.limit)+1)
+		s.accts = append(make([]account, 0, n), s.accts...)[:n]
 	}
 	return s.n
 }
