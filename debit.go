@@ -64,7 +64,7 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, 
 	a, inDebt, gone := s.debit(key, byte(cat), now, l)
 	act, rtr := Send, RTOk
 	if inDebt {
-		act, rtr = r.slipOrDrop(a, cat), RTRateLimit
+		act, rtr = a.slipOrDrop(cat, r.slipRatio()), RTRateLimit
 	}
 	if allLimited { // after the slip count advanced, as in BIND
 		act, rtr = Drop, RTAllLimit
@@ -96,20 +96,19 @@ func tupleKey(t *ResponseTuple) (class, qtype uint16, name string) {
 }
 
 // slipOrDrop applies BIND's slip counter to a limited response: the first
-// limited response slips, then every slip-ratio-th. Errors never slip.
-func (r *RRL) slipOrDrop(a *account, cat AllowanceCategory) Action {
-	ratio := r.slipRatio()
+// limited response slips, then every ratio-th. Errors never slip.
+func (a *account) slipOrDrop(cat AllowanceCategory, ratio int) Action {
 	if cat == AllowanceError || ratio == 0 {
 		return Drop
 	}
-	first := a.slip == 0
+	act := Drop
+	if a.slip == 0 {
+		act = Slip
+	}
 	if a.slip++; int(a.slip) >= ratio {
 		a.slip = 0
 	}
-	if first {
-		return Slip
-	}
-	return Drop
+	return act
 }
 
 // countAlone counts the outcome of a Debit that touches no account, in a

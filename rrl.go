@@ -89,7 +89,12 @@ func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action,
 	}
 	t := tupleOrError(tuple)
 	n := r.networkOf(src)
-	now := r.now()
+	var now int64 // r.now(), written out so that the coarse clock's read is inlined
+	if r.injected == nil {
+		now = coarse.read()
+	} else {
+		now = r.injected.read()
+	}
 	if !udp || r.checked {
 		return r.debitChecked(src, n, udp, t, now)
 	}
@@ -148,7 +153,14 @@ func (l limit) on() bool { return l.interval > 0 }
 // limit returns allowance k, scaled by qps-scale when that is set
 // (requests-per-second is not scaled).
 func (r *RRL) limit(k rate) limit {
-	if r.qps == nil || k == rateRequests || !r.limits[k].on() {
+	if r.qps != nil {
+		return r.scaledLimit(k)
+	}
+	return r.limits[k]
+}
+
+func (r *RRL) scaledLimit(k rate) limit {
+	if k == rateRequests || !r.limits[k].on() {
 		return r.limits[k]
 	}
 	return r.limitOf(r.qps.scale(r.limits[k].interval))

@@ -284,13 +284,7 @@ func (s *shard) unindex(p int) {
 // An account that has earned back full credit starts its slip count afresh,
 // as BIND's does.
 func (s *shard) charge(i uint32, a *account, now int64, l limit) bool {
-	tat := int64(a.tat.join())
-	if full := now - l.credit; tat <= full {
-		tat, a.slip = full, 0
-	}
-	tat = min(tat+l.interval, now+l.debt)
-	a.tat = split(uint64(tat))
-	inDebt := tat > now
+	inDebt := a.charge(now, l)
 	list := uint8(listCredit)
 	if inDebt {
 		list = listDebt
@@ -300,6 +294,17 @@ func (s *shard) charge(i uint32, a *account, now int64, l limit) bool {
 		s.push(i, list)
 	}
 	return inDebt
+}
+
+// charge is the arithmetic of shard.charge.
+func (a *account) charge(now int64, l limit) bool {
+	tat := int64(a.tat.join())
+	if full := now - l.credit; tat <= full {
+		tat, a.slip = full, 0
+	}
+	tat = min(tat+l.interval, now+l.debt)
+	a.tat = split(uint64(tat))
+	return tat > now
 }
 
 // quiet moves up to max accounts that went into debt but have been out of
