@@ -152,35 +152,37 @@ type recycled struct {
 	limited bool
 }
 
-// debit finds or creates the account for key (see get) and debits it
-// against l at now (see charge), returning it, whether it is in debt, and
-// the account whose place it took, if any. The caller holds s.mu.
+// debit finds or creates (see add) the account for key and debits it
+// against l at now (see account.charge), and makes it the most recently
+// used of the list its balance puts it on. It returns the account, whether
+// it is in debt, and the account whose place it took, if any. The caller
+// holds s.mu.
 func (s *shard) debit(key uint64, kind byte, now int64, l limit) (a *account, inDebt bool, gone recycled) {
-	p, i, a := s.find(key)
+	p, i := s.find(key)
 	if i == none {
-		i, a, gone = s.add(p, key, now, l.credit, kind)
+		i, gone = s.add(p, key, now, l.credit, kind)
 	}
-	return a, s.charge(i, a, now, l), gone
-}
-
-// get returns the index of the account for key, creating it if need be
-// (see add). The caller holds s.mu.
-func (s *shard) get(key uint64, now, credit int64, kind byte) (i uint32, a *account, gone recycled) {
-	p, i, a := s.find(key)
-	if i != none {
-		return i, a, gone
+	a = s.at(i)
+	inDebt = a.charge(now, l)
+	list := uint8(listCredit)
+	if inDebt {
+		list = listDebt
 	}
-	return s.add(p, key, now, credit, kind)
+	if a.list != list || s.lists[list].newest != i {
+		s.remove(i)
+		s.push(i, list)
+	}
+	return a, inDebt, gone
 }
 
 // add creates the account for key at slot p, where find did not find it,
-// with tat set so that it holds full credit at now. gone describes the
-// account whose place it took, if any.
-func (s *shard) add(p int, key uint64, now, credit int64, kind byte) (i uint32, a *account, gone recycled) {
+// with tat set so that it holds full credit at now, and returns its index.
+// gone describes the account whose place it took, if any.
+func (s *shard) add(p int, key uint64, now, credit int64, kind byte) (i uint32, gone recycled) {
 	if s.n < s.limit {
 		if s.n == s.room {
 			s.resize(min(2*s.room, s.limit))
-			p, _, _ = s.find(key)
+			p, _ = s.find(key)
 		}
 		i = s.grow()
 	} else {
@@ -190,13 +192,12 @@ func (s *shard) add(p int, key uint64, now, credit int64, kind byte) (i uint32, 
 		s.unindex(s.position(a.key.join(), i))
 		s.remove(i)
 		s.stats.Evictions++
-		p, _, _ = s.find(key) // closing the hole may have moved slots
+		p, _ = s.find(key) // closing the hole may have moved slots
 	}
 	s.slots[p] = slot{lo: uint32(key), i: i}
-	a = s.at(i)
-	*a = account{key: split(key), tat: split(uint64(now - credit)), kind: kind}
+	*s.at(i) = account{key: split(key), tat: split(uint64(now - credit)), kind: kind}
 	s.push(i, listCredit)
-	return i, a, gone
+	return i, gone
 }
 
 // grow takes a new account index. When the accounts are all in use, their
@@ -235,19 +236,14 @@ func (s *shard) next(p int) int {
 	return p
 }
 
-// find returns the slot, index and address of the account for key, or the
-// empty slot where it belongs and none.
-func (s *shard) find(key uint64) (int, uint32, *account) {
+// find returns the slot and index of the account for key, or the empty
+// slot where it belongs and none.
+func (s *shard) find(key uint64) (int, uint32) {
 	lo := uint32(key)
 	for p := s.home(lo); ; p = s.next(p) {
 		sl := s.slots[p]
-		if sl.i == none {
-			return p, none, nil
-		}
-		if sl.lo == lo {
-			if a := s.at(sl.i); a.key.hi == uint32(key>>32) {
-				return p, sl.i, a
-			}
+		if sl.i == none || sl.lo == lo && s.at(sl.i).key.hi == uint32(key>>32) {
+			return p, sl.i
 		}
 	}
 }
@@ -276,27 +272,13 @@ func (s *shard) unindex(p int) {
 	s.slots[p] = slot{}
 }
 
-// charge debits account i (at a) by l.interval at now and reports whether
-// it is in debt afterwards. The balance (now - tat) earns credit
+// charge debits the account by l.interval at now and reports whether it
+// is in debt afterwards. The balance (now - tat) earns credit
 // continuously, holds at most l.credit nanoseconds of it, and sinks at most
 // l.debt nanoseconds deep.
 //
 // An account that has earned back full credit starts its slip count afresh,
 // as BIND's does.
-func (s *shard) charge(i uint32, a *account, now int64, l limit) bool {
-	inDebt := a.charge(now, l)
-	list := uint8(listCredit)
-	if inDebt {
-		list = listDebt
-	}
-	if a.list != list || s.lists[list].newest != i {
-		s.remove(i)
-		s.push(i, list)
-	}
-	return inDebt
-}
-
-// charge is the arithmetic of shard.charge.
 func (a *account) charge(now int64, l limit) bool {
 	tat := int64(a.tat.join())
 	if full := now - l.credit; tat <= full {

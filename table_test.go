@@ -127,20 +127,21 @@ func TestShardIndex(t *testing.T) {
 				if full {
 					victim = s.at(s.victim(0)).key.join()
 				}
-				i, _, _ := s.get(key, 0, 1, 0)
+				s.debit(key, 0, 0, limit{1, 1, 1})
+				_, i := s.find(key)
 				if full && !held[key] {
 					delete(held, victim)
 				}
 				held[key] = true
 				if got := s.at(i).key.join(); got != key {
-					t.Fatalf("get(%#x) returned the account of %#x", key, got)
+					t.Fatalf("debit(%#x) holds the account of %#x", key, got)
 				}
 				if len(held) > int(s.limit) || len(held) != int(s.n) {
 					t.Fatalf("model holds %d, shard %d, limit %d", len(held), s.n, s.limit)
 				}
 				if n%97 == 0 || s.n == s.room { // and just before each growth
 					for k := range held {
-						if _, i, _ := s.find(k); i == none || s.at(i).key.join() != k {
+						if _, i := s.find(k); i == none || s.at(i).key.join() != k {
 							t.Fatalf("after %d insertions %#x is held but not found", n, k)
 						}
 					}
