@@ -10,13 +10,13 @@ import (
 // concurrent use: a Debit locks only the table shards that hold its
 // accounts, and statistics are kept per shard.
 type RRL struct {
-	cfg       Config
-	hash      hashKey
-	table     *table
-	injected  *injectedClock  // nil: the built-in coarse clock
-	limits    [rateLast]limit // interval 0 is off
-	qps       *qpsScaler      // nil unless qps-scale is set
-	observer  func(Event)     // nil unless Config.SetObserver
+	cfg      Config
+	hash     hashKey
+	table    *table
+	injected *injectedClock  // nil: the built-in coarse clock
+	limits   [rateLast]limit // interval 0 is off
+	qps      *qpsScaler      // nil unless qps-scale is set
+	observer func(Event)     // nil unless Config.SetObserver
 
 	// checked is set when exempt-clients, requests-per-second,
 	// all-per-second or qps-scale is: a UDP response then takes the path

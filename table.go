@@ -64,16 +64,16 @@ const maxLoad = 0.75
 type lru struct{ newest, oldest uint32 }
 
 type shard struct {
-	mu     sync.Mutex
-	accts  []account // accounts 1..n; account 0 is unused
-	n      uint32      // accounts in use
-	limit  uint32      // most accounts this shard may hold
-	slots  []slot      // the index; never more than maxLoad full
-	room   uint32      // accounts the index has room for
-	lists  [2]lru
-	stats  Stats        // under mu; CacheLength unused
-	qps    atomic.Int64 // responses counted for qps-scale
-	_      [64]byte     // keep neighbouring shards' locks off one cache line
+	mu    sync.Mutex
+	accts []account // accounts 1..n; account 0 is unused
+	n     uint32    // accounts in use
+	limit uint32    // most accounts this shard may hold
+	slots []slot    // the index; never more than maxLoad full
+	room  uint32    // accounts the index has room for
+	lists [2]lru
+	stats Stats        // under mu; CacheLength unused
+	qps   atomic.Int64 // responses counted for qps-scale
+	_     [64]byte     // keep neighbouring shards' locks off one cache line
 }
 
 type table struct {
