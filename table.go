@@ -97,7 +97,7 @@ const minRoom = 64
 
 func newTable(size int) *table {
 	n := 1
-	for n < fewShards && size/(n*2) >= minShardSize || size/n > maxShardSize {
+	for n < fewShards && size/(n*2) >= minShardSize || (size+n-1)/n > maxShardSize {
 		n *= 2
 	}
 	t := &table{shards: make([]shard, n), shift: 64}

@@ -181,3 +181,42 @@ func TestLRUOrderWithinList(t *testing.T) {
 		t.Errorf("b: %+v, want no drop (its account recycled)", got)
 	}
 }
+
+// TestTableShape checks how tables are split: shards of at least 256
+// accounts up to 64 of them, more shards only so that none holds more
+// than 65,536, and the shares adding up to the size.
+func TestTableShape(t *testing.T) {
+	for _, c := range []struct{ size, shards int }{
+		{1, 1}, {511, 1}, {512, 2}, {100_000, 64}, {64 << 16, 64}, {64<<16 + 1, 128}, {1 << 28, 4096},
+	} {
+		tb := newTable(c.size)
+		if len(tb.shards) != c.shards {
+			t.Errorf("size %d: %d shards, want %d", c.size, len(tb.shards), c.shards)
+		}
+		total := 0
+		for i := range tb.shards {
+			s := &tb.shards[i]
+			total += int(s.limit)
+			if s.limit > maxShardSize || s.room > s.limit || len(s.slots) != indexLen(s.room) {
+				t.Fatalf("size %d: shard %d has limit %d, room %d, %d slots", c.size, i, s.limit, s.room, len(s.slots))
+			}
+		}
+		if total != c.size {
+			t.Errorf("size %d: shards hold %d in all", c.size, total)
+		}
+	}
+}
+
+// TestTableStartsSmall checks that a table is allocated as it fills: an
+// RRL with the largest table takes little memory until it is used.
+func TestTableStartsSmall(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := newTestRRL(t, nil, "responses-per-second", "5", "max-table-size", "268435456")
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Errorf("an empty table of 2^28 accounts took %d bytes", grew)
+	}
+	runtime.KeepAlive(r)
+}
