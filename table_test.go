@@ -111,13 +111,15 @@ func TestShardIndex(t *testing.T) {
 	for _, c := range []struct {
 		limit      int
 		highs, los uint32 // distinct high halves, and home-placing low bits
-	}{{40, 64, 8}, {2000, 4096, 256}} {
+		every      int    // insertions between checks of every key held
+		insertions int
+	}{{40, 64, 8, 97, 20_000}, {2000, 4096, 256, 1999, 8000}} {
 		t.Run(fmt.Sprint(c.limit), func(t *testing.T) {
 			tb := newTable(c.limit)
 			s := &tb.shards[0]
 			rng := rand.New(rand.NewPCG(1, 2))
 			held := map[uint64]bool{}
-			for n := range 20_000 {
+			for n := range c.insertions {
 				key := uint64(rng.Uint32N(c.highs))<<32 | uint64(rng.Uint32N(c.los))<<24 | uint64(n%3)
 				if rng.IntN(4) == 0 {
 					key |= 0xFFFFFFF0 // homes at the very end of the index
@@ -139,7 +141,7 @@ func TestShardIndex(t *testing.T) {
 				if len(held) > int(s.limit) || len(held) != int(s.n) {
 					t.Fatalf("model holds %d, shard %d, limit %d", len(held), s.n, s.limit)
 				}
-				if n%97 == 0 || s.n == s.room { // and just before each growth
+				if n%c.every == 0 || s.n == s.room { // and just before each growth
 					for k := range held {
 						if _, i := s.find(k); i == none || s.at(i).key.join() != k {
 							t.Fatalf("after %d insertions %#x is held but not found", n, k)
