@@ -239,11 +239,14 @@ func (s *shard) next(p int) int {
 // find returns the slot and index of the account for key, or the empty
 // slot where it belongs and none.
 func (s *shard) find(key uint64) (int, uint32) {
-	lo := uint32(key)
-	for p := s.home(lo); ; p = s.next(p) {
-		sl := s.slots[p]
-		if sl.i == none || sl.lo == lo && s.at(sl.i).key.hi == uint32(key>>32) {
+	lo, hi := uint32(key), uint32(key>>32)
+	p := s.home(lo)
+	for {
+		if sl := s.slots[p]; sl.i == none || sl.lo == lo && s.accts[sl.i].key.hi == hi {
 			return p, sl.i
+		}
+		if p++; p == len(s.slots) {
+			p = 0
 		}
 	}
 }
