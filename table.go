@@ -92,7 +92,8 @@ const (
 	maxShardSize = 1 << 16
 )
 
-// minRoom is the number of accounts a shard's index has room for at first.
+// minRoom is how many accounts a shard has room for at first, in its index
+// and in its array of accounts.
 const minRoom = 64
 
 func newTable(size int) *table {
