@@ -26,9 +26,8 @@ type RRL struct {
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
 // which limits nothing; in a Config not made by NewConfig, settings that
-// are zero or out of range take their defaults. The table's index is
-// allocated whole, its accounts as they come, never more than
-// max-table-size of them.
+// are zero or out of range take their defaults. The table is allocated as
+// it fills, never beyond max-table-size accounts.
 func NewRRL(cfg *Config) *RRL {
 	if cfg == nil {
 		cfg = NewConfig()
