@@ -82,8 +82,8 @@
 // account in credit, else of the least recently used one; so a flood from
 // spoofed sources cannot push out the account of the network it attacks,
 // and a new client is never refused. The table is split into shards (up to
-// 64, or more for tables over four million accounts, so that a shard holds
-// at most 65,536), each with its own lock, its own share of max-table-size
+// 64, or more for tables over a million accounts, so that a shard holds
+// at most 16,384), each with its own lock, its own share of max-table-size
 // and its own least-recently-used order, so recycling begins when a shard
 // is full, a little before the table as a whole is. Accounts are found by a
 // 64-bit hash keyed by random secrets drawn for each RRL, so sources and

@@ -15,7 +15,7 @@ import (
 // A shard's accounts and index grow with it, doubling, up to the size its
 // share of max-table-size needs, so that a table holding few accounts is
 // small and stays in the processor's caches. Growing copies one shard's
-// accounts or index, and a shard holds at most 65,536 accounts (large
+// accounts or index, and a shard holds at most 16,384 accounts (large
 // tables have more shards), so no step copies much; once a shard is full
 // nothing grows again.
 //
@@ -89,12 +89,12 @@ type table struct {
 const (
 	minShardSize = 256
 	fewShards    = 64
-	maxShardSize = 1 << 16
+	maxShardSize = 1 << 14
 )
 
 // minRoom is how many accounts a shard has room for at first, in its index
 // and in its array of accounts.
-const minRoom = 64
+const minRoom = 16
 
 func newTable(size int) *table {
 	n := 1
