@@ -60,8 +60,21 @@ func benchWriters() []*discardWriter {
 	return ws
 }
 
-func BenchmarkHandlerBare(b *testing.B) {
-	h, req := benchHandler(b)
+// benchClient is the client of the benchmarks that have only one.
+var benchClient = &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}
+
+// serve is the loop of a benchmark: h answers req from one client.
+func serve(b *testing.B, h dns.Handler, req *dns.Msg) {
+	w := &discardWriter{remote: benchClient}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.ServeDNS(w, req)
+	}
+}
+
+// serveRotating is the loop of a benchmark: h answers req from
+// benchClients client networks in turn.
+func serveRotating(b *testing.B, h dns.Handler, req *dns.Msg) {
 	ws := benchWriters()
 	b.ReportAllocs()
 	i := 0
@@ -71,17 +84,15 @@ func BenchmarkHandlerBare(b *testing.B) {
 	}
 }
 
+func BenchmarkHandlerBare(b *testing.B) {
+	h, req := benchHandler(b)
+	serveRotating(b, h, req)
+}
+
 func BenchmarkHandlerMiddleware(b *testing.B) {
 	inner, req := benchHandler(b)
 	lim := benchLimiter(b)
-	h := Middleware(lim, inner, Options{})
-	ws := benchWriters()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		h.ServeDNS(ws[i%benchClients], req)
-	}
+	serveRotating(b, Middleware(lim, inner, Options{}), req)
 	if st := lim.GetStats(false); st.Actions[rrl.Send] != st.RPS[rrl.AllowanceAnswer] {
 		b.Fatalf("some responses were limited: %s", st.String())
 	}
@@ -89,18 +100,15 @@ func BenchmarkHandlerMiddleware(b *testing.B) {
 
 func BenchmarkHandlerMiddlewareHook(b *testing.B) {
 	inner, req := benchHandler(b)
-	n := 0
+	sent := 0
 	h := Middleware(benchLimiter(b), inner, Options{OnDecision: func(d Decision) {
 		if d.Action == rrl.Send {
-			n++
+			sent++
 		}
 	}})
-	ws := benchWriters()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		i++
-		h.ServeDNS(ws[i%benchClients], req)
+	serveRotating(b, h, req)
+	if sent == 0 {
+		b.Fatal("the hook saw no response sent")
 	}
 }
 
@@ -135,7 +143,7 @@ func netipAddr(a net.Addr) netip.Addr {
 
 func BenchmarkSlipReplyBadCookie(b *testing.B) {
 	c := NewCookies([16]byte{1})
-	req := cookieQuery("www.example.org.", "0102030405060708")
+	req := cookieQuery("www.example.org.", testClientCookie)
 	resp := new(dns.Msg).SetReply(req)
 	client := netip.MustParseAddr("192.0.2.1")
 	now := time.Now()
@@ -151,13 +159,7 @@ func BenchmarkHandlerMiddlewareFlood(b *testing.B) {
 	inner, req := benchHandler(b)
 	cfg := rrl.NewConfig()
 	cfg.SetValue("responses-per-second", "10")
-	lim := rrl.NewRRL(cfg)
-	h := Middleware(lim, inner, Options{})
-	w := &discardWriter{remote: &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}}
-	b.ReportAllocs()
-	for b.Loop() {
-		h.ServeDNS(w, req)
-	}
+	serve(b, Middleware(rrl.NewRRL(cfg), inner, Options{}), req)
 }
 
 // freshHandler builds its response for each query, with EDNS, as a real
@@ -173,55 +175,33 @@ func freshHandler(b *testing.B) dns.Handler {
 }
 
 func BenchmarkFreshHandlerBare(b *testing.B) {
-	h := freshHandler(b)
-	req := cookieQuery("www.example.org.", "0102030405060708")
-	w := &discardWriter{remote: &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}}
-	b.ReportAllocs()
-	for b.Loop() {
-		h.ServeDNS(w, req)
-	}
+	serve(b, freshHandler(b), cookieQuery("www.example.org.", testClientCookie))
 }
 
 // The same handler behind the middleware, for a client that sends back its
 // server cookie: checked, not debited, and sent back (it is young).
 func BenchmarkFreshHandlerValidCookie(b *testing.B) {
-	cookies := NewCookies([16]byte{1})
-	client := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}
-	first := new(dns.Msg)
-	cookies.AddServerCookie(first, cookieQuery("a.", "0102030405060708"), netipAddr(client), time.Now())
-	req := cookieQuery("www.example.org.", respCookie(first))
-	h := Middleware(benchLimiter(b), freshHandler(b), Options{Cookies: cookies})
-	w := &discardWriter{remote: client}
-	b.ReportAllocs()
-	for b.Loop() {
-		h.ServeDNS(w, req)
-	}
+	benchServerCookie(b, 0)
 }
 
 // A client that sends only its client cookie: a fresh server cookie is made
 // for every response.
 func BenchmarkFreshHandlerClientCookie(b *testing.B) {
 	h := Middleware(benchLimiter(b), freshHandler(b), Options{Cookies: NewCookies([16]byte{1})})
-	req := cookieQuery("www.example.org.", "0102030405060708")
-	w := &discardWriter{remote: &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}}
-	b.ReportAllocs()
-	for b.Loop() {
-		h.ServeDNS(w, req)
-	}
+	serve(b, h, cookieQuery("www.example.org.", testClientCookie))
 }
 
 // A server cookie over half an hour old: valid, but renewed in every
 // response.
 func BenchmarkFreshHandlerRenewedCookie(b *testing.B) {
+	benchServerCookie(b, 40*time.Minute)
+}
+
+// benchServerCookie is the loop of the cookie benchmarks: the client sends
+// back a server cookie issued age ago.
+func benchServerCookie(b *testing.B, age time.Duration) {
 	cookies := NewCookies([16]byte{1})
-	client := &net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}
-	first := new(dns.Msg)
-	cookies.AddServerCookie(first, cookieQuery("a.", "0102030405060708"), netipAddr(client), time.Now().Add(-40*time.Minute))
-	req := cookieQuery("www.example.org.", respCookie(first))
+	cookie := issuedCookie(cookies, netipAddr(benchClient), time.Now().Add(-age))
 	h := Middleware(benchLimiter(b), freshHandler(b), Options{Cookies: cookies})
-	w := &discardWriter{remote: client}
-	b.ReportAllocs()
-	for b.Loop() {
-		h.ServeDNS(w, req)
-	}
+	serve(b, h, cookieQuery("www.example.org.", cookie))
 }

@@ -41,6 +41,17 @@ func respCookie(m *dns.Msg) string {
 	return s
 }
 
+// testClientCookie is the client cookie the tests send.
+const testClientCookie = "0102030405060708"
+
+// issuedCookie returns the whole cookie, client and server part, that a
+// client sends back after c gave it a server cookie at issued.
+func issuedCookie(c *Cookies, client netip.Addr, issued time.Time) string {
+	m := new(dns.Msg)
+	c.AddServerCookie(m, cookieQuery("a.", testClientCookie), client, issued)
+	return respCookie(m)
+}
+
 // The test vectors of RFC 9018 appendix A. Each is checked both ways: the
 // server cookie this package makes for the reply is the RFC's, byte for byte,
 // and the cookie the client sends in the query is classified as the RFC says.
@@ -168,10 +179,8 @@ func TestCookieAgeLimits(t *testing.T) {
 	c := NewCookies(secretFromHex(t, "e5e973e5a6b2a43f48e7dc849e37bfcf"))
 	client := netip.MustParseAddr("192.0.2.1")
 	issued := time.Unix(1700000000, 0)
-	cc := "0102030405060708"
-	resp := new(dns.Msg)
-	c.AddServerCookie(resp, cookieQuery("a.", cc), client, issued)
-	req := cookieQuery("a.", respCookie(resp))
+	cookie := issuedCookie(c, client, issued)
+	req := cookieQuery("a.", cookie)
 
 	for _, tc := range []struct {
 		at   time.Duration // relative to issued
@@ -193,7 +202,7 @@ func TestCookieAgeLimits(t *testing.T) {
 	if got := c.Check(req, netip.MustParseAddr("192.0.2.2"), issued); got != CookieBad {
 		t.Errorf("other client address: %v", got)
 	}
-	other := cookieQuery("a.", "ff"+respCookie(resp)[2:])
+	other := cookieQuery("a.", "ff"+cookie[2:])
 	if got := c.Check(other, client, issued); got != CookieBad {
 		t.Errorf("other client cookie: %v", got)
 	}
@@ -212,9 +221,7 @@ func TestCookieTimestampWraps(t *testing.T) {
 	c := NewCookies([16]byte{7})
 	client := netip.MustParseAddr("192.0.2.1")
 	issued := time.Unix(1<<32-60, 0)
-	resp := new(dns.Msg)
-	c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, issued)
-	req := cookieQuery("a.", respCookie(resp))
+	req := cookieQuery("a.", issuedCookie(c, client, issued))
 	if got := c.Check(req, client, issued.Add(2*time.Minute)); got != CookieValid {
 		t.Errorf("across the wrap: %v, want CookieValid", got)
 	}
@@ -224,9 +231,7 @@ func TestCookieCheckMalformed(t *testing.T) {
 	c := NewCookies([16]byte{1})
 	client := netip.MustParseAddr("192.0.2.1")
 	now := time.Unix(1700000000, 0)
-	valid := new(dns.Msg)
-	c.AddServerCookie(valid, cookieQuery("a.", "0102030405060708"), client, now)
-	good := respCookie(valid)
+	good := issuedCookie(c, client, now)
 
 	noOPT := new(dns.Msg).SetQuestion("a.", dns.TypeA)
 	optNoCookie := new(dns.Msg).SetQuestion("a.", dns.TypeA).SetEdns0(1232, false)
@@ -367,9 +372,7 @@ func BenchmarkCookieCheck(b *testing.B) {
 	c := NewCookies([16]byte{1})
 	client := netip.MustParseAddr("192.0.2.1")
 	now := time.Unix(1700000000, 0)
-	resp := new(dns.Msg)
-	c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
-	req := cookieQuery("a.", respCookie(resp))
+	req := cookieQuery("a.", issuedCookie(c, client, now))
 	b.ReportAllocs()
 	for b.Loop() {
 		if c.Check(req, client, now) != CookieValid {
@@ -419,17 +422,13 @@ func TestCookiesZeroValue(t *testing.T) {
 			t.Errorf("%s: a cookie made with the zero key is %v", name, got)
 		}
 		// It still makes cookies it accepts.
-		resp := new(dns.Msg)
-		c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
-		if got := c.Check(cookieQuery("a.", respCookie(resp)), client, now); got != CookieValid {
+		if got := c.Check(cookieQuery("a.", issuedCookie(c, client, now)), client, now); got != CookieValid {
 			t.Errorf("%s: its own cookie is %v", name, got)
 		}
 	}
 	// Two zero values have different secrets.
 	var other Cookies
-	resp := new(dns.Msg)
-	other.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
-	if got := zero.Check(cookieQuery("a.", respCookie(resp)), client, now); got != CookieBad {
+	if got := zero.Check(cookieQuery("a.", issuedCookie(&other, client, now)), client, now); got != CookieBad {
 		t.Errorf("one zero value accepts another's cookie: %v", got)
 	}
 }
@@ -469,9 +468,7 @@ func TestCookieRolloverConcurrent(t *testing.T) {
 	c := NewCookies([16]byte{1})
 	client := netip.MustParseAddr("192.0.2.1")
 	now := time.Unix(1700000000, 0)
-	resp := new(dns.Msg)
-	c.AddServerCookie(resp, cookieQuery("a.", "0102030405060708"), client, now)
-	req := cookieQuery("a.", respCookie(resp))
+	req := cookieQuery("a.", issuedCookie(c, client, now))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -450,9 +450,8 @@ func TestMiddlewareAllocations(t *testing.T) {
 	fixed := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) { w.WriteMsg(resp) })
 	cookies := NewCookies([16]byte{7})
 	client := netip.MustParseAddr("192.0.2.1")
-	young, old := new(dns.Msg), new(dns.Msg)
-	cookies.AddServerCookie(young, cookieQuery("a.", "0102030405060708"), client, clock.now())
-	cookies.AddServerCookie(old, cookieQuery("a.", "0102030405060708"), client, clock.now().Add(-40*time.Minute))
+	young := issuedCookie(cookies, client, clock.now())
+	old := issuedCookie(cookies, client, clock.now().Add(-40*time.Minute))
 	w := udpFrom("192.0.2.1")
 	for _, tc := range []struct {
 		name string
@@ -464,9 +463,9 @@ func TestMiddlewareAllocations(t *testing.T) {
 		{"hook", Options{OnDecision: func(Decision) {}}, query("www.example.org."), 1},
 		{"cookies on, no cookie", Options{Cookies: cookies}, query("www.example.org."), 1},
 		{"client cookie", Options{Cookies: cookies}, cookieQuery("www.example.org.", "0102030405060708"), 2},
-		{"valid cookie, sent back", Options{Cookies: cookies}, cookieQuery("www.example.org.", respCookie(young)), 2},
-		{"valid cookie, renewed", Options{Cookies: cookies}, cookieQuery("www.example.org.", respCookie(old)), 2},
-		{"valid cookie, hook", Options{Cookies: cookies, OnDecision: func(Decision) {}}, cookieQuery("www.example.org.", respCookie(young)), 2},
+		{"valid cookie, sent back", Options{Cookies: cookies}, cookieQuery("www.example.org.", young), 2},
+		{"valid cookie, renewed", Options{Cookies: cookies}, cookieQuery("www.example.org.", old), 2},
+		{"valid cookie, hook", Options{Cookies: cookies, OnDecision: func(Decision) {}}, cookieQuery("www.example.org.", young), 2},
 	} {
 		tc.opts.Now = clock.now
 		h := Middleware(lim, fixed, tc.opts)

@@ -287,9 +287,7 @@ func TestMiddlewareCookieResend(t *testing.T) {
 	cookies := NewCookies([16]byte{1})
 	client := netip.MustParseAddr("192.0.2.1")
 	made := func(c *Cookies, age time.Duration) string {
-		m := new(dns.Msg)
-		c.AddServerCookie(m, cookieQuery("a.", "0102030405060708"), client, clock.now().Add(-age))
-		return respCookie(m)
+		return issuedCookie(c, client, clock.now().Add(-age))
 	}
 	old := NewCookies([16]byte{2})
 	cookies.SetPrevious([16]byte{2})
