@@ -210,7 +210,7 @@ func burstTo(t *testing.T, addr, src string, queries []*dns.Msg) result {
 			res.answered++
 			res.rcodes[m.Rcode]++
 		}
-		if c := cookieOf(m); c != "" {
+		if c := rrl.CookieOf(m); c != "" {
 			res.cookies = append(res.cookies, c)
 		}
 	}
@@ -229,17 +229,6 @@ func q(name string, qtype uint16) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
 	return m
-}
-
-func cookieOf(m *dns.Msg) string {
-	if opt := m.IsEdns0(); opt != nil {
-		for _, o := range opt.Option {
-			if c, ok := o.(*dns.EDNS0_COOKIE); ok {
-				return c.Cookie
-			}
-		}
-	}
-	return ""
 }
 
 // The allowance is 5 per second over a 5-second window; the bursts take

@@ -88,15 +88,7 @@ func (c *rawCapture) Write(b []byte) (int, error) { c.onWrite(b); return len(b),
 // TestTCPStreamsEveryMessage: over TCP every message a plugin writes (a
 // zone transfer writes many) goes out at once and in order.
 func TestTCPStreamsEveryMessage(t *testing.T) {
-	h := testHandler(t, "{\n responses-per-second 1\n}", plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
-		for i := range 3 {
-			m := new(dns.Msg)
-			m.SetReply(r)
-			m.Answer = []dns.RR{test.A("www.example.org. 300 IN A 192.0.2." + strconv.Itoa(i+1))}
-			w.WriteMsg(m)
-		}
-		return dns.RcodeSuccess, nil
-	}), newClock())
+	h := testHandler(t, "{\n responses-per-second 1\n}", streamNext, newClock())
 	w := &capture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0.1.1", TCP: true}}
 	h.ServeDNS(context.Background(), w, query("www.example.org.", dns.TypeAXFR))
 	if len(w.msgs) != 3 {

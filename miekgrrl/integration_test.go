@@ -34,14 +34,31 @@ func startLoopbackOn(t *testing.T, host string, h dns.Handler) loopbackServer {
 	if err != nil {
 		t.Skipf("no %s: %v", host, err)
 	}
-	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
-		started := make(chan struct{})
-		srv.NotifyStartedFunc = func() { close(started) }
-		go srv.ActivateAndServe()
-		<-started
-		t.Cleanup(func() { srv.Shutdown() })
-	}
+	activate(t, &dns.Server{PacketConn: pc, Handler: h})
+	activate(t, &dns.Server{Listener: ln, Handler: h})
 	return loopbackServer{udp: pc.LocalAddr().String(), tcp: ln.Addr().String()}
+}
+
+// activate serves srv, whose listener is set, until the test ends.
+func activate(t *testing.T, srv *dns.Server) {
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
+}
+
+// startUDPLoopback serves srv, its handler and options set, over UDP on
+// 127.0.0.1 until the test ends, and returns its address.
+func startUDPLoopback(t *testing.T, srv *dns.Server) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.1: %v", err)
+	}
+	srv.PacketConn = pc
+	activate(t, srv)
+	return pc.LocalAddr().String()
 }
 
 // clientFrom returns a client that sends from source (a 127.N.M.1 address)

@@ -38,17 +38,7 @@ var signingHandler = dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 // startTSIGServer serves h over UDP on 127.0.0.1 with the test key.
 func startTSIGServer(t *testing.T, h dns.Handler) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("no 127.0.0.1: %v", err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: h, TsigSecret: map[string]string{tsigKey: tsigSecret}}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { srv.Shutdown() })
-	return pc.LocalAddr().String()
+	return startUDPLoopback(t, &dns.Server{Handler: h, TsigSecret: map[string]string{tsigKey: tsigSecret}})
 }
 
 // tsigExchange sends a signed query, with the client cookie cc if not "",
@@ -395,17 +385,7 @@ func TestMiddlewareQuestionless(t *testing.T) {
 // AcceptCookieOnly.
 func startLoopbackAccepting(t *testing.T, h dns.Handler) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Skipf("no 127.0.0.1: %v", err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: h, MsgAcceptFunc: AcceptCookieOnly}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { srv.Shutdown() })
-	return pc.LocalAddr().String()
+	return startUDPLoopback(t, &dns.Server{Handler: h, MsgAcceptFunc: AcceptCookieOnly})
 }
 
 // Malformed COOKIE options get FORMERR without reaching the handler (RFC
