@@ -39,24 +39,44 @@ type network struct {
 // unparsable source) becomes 0.0.0.0, whose network all such sources share.
 func (r *RRL) networkOf(a netip.Addr) network {
 	a = a.Unmap()
-	if !a.IsValid() {
-		a = netip.IPv4Unspecified()
+	if a.Is6() {
+		b := a.As16()
+		return r.mask(binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
 	}
+	var v4 uint64
 	if a.Is4() {
-		v4 := a.As4()
-		n := network{lo: 0xffff<<32 | uint64(binary.BigEndian.Uint32(v4[:])), v4: true, bits: uint8(r.cfg.ipv4PrefixLength)}
-		n.lo &^= 1<<(32-n.bits) - 1
-		return n
+		b := a.As4()
+		v4 = uint64(binary.BigEndian.Uint32(b[:]))
 	}
-	b := a.As16()
-	n := network{hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:]), bits: uint8(r.cfg.ipv6PrefixLength)}
-	if n.bits <= 64 {
-		n.hi &^= 1<<(64-n.bits) - 1
-		n.lo = 0
-	} else {
-		n.lo &^= 1<<(128-n.bits) - 1
+	return r.mask(0, mapped|v4)
+}
+
+// networkOfIP is networkOf for the bytes of a net.IP, read without making
+// a netip.Addr, which takes longer. An IP of any length but 4 and 16 is
+// 0.0.0.0, as netip.AddrFromSlice would have it.
+func (r *RRL) networkOfIP(ip net.IP) network {
+	switch len(ip) {
+	case 4:
+		return r.mask(0, mapped|uint64(binary.BigEndian.Uint32(ip)))
+	case 16:
+		return r.mask(binary.BigEndian.Uint64(ip[:8]), binary.BigEndian.Uint64(ip[8:]))
 	}
-	return n
+	return r.mask(0, mapped)
+}
+
+// mapped is the second half of an IPv4-mapped IPv6 address with the IPv4
+// address 0.0.0.0.
+const mapped = 0xffff << 32
+
+// mask returns the network of the 16-byte address hi, lo (IPv4 addresses
+// IPv4-mapped), masked to the prefix length of its family.
+func (r *RRL) mask(hi, lo uint64) network {
+	if hi == 0 && lo>>32 == mapped>>32 {
+		bits := uint(r.cfg.ipv4PrefixLength) // 1 to 32
+		return network{lo: lo &^ (1<<(32-bits) - 1), v4: true, bits: uint8(bits)}
+	}
+	bits := uint(r.cfg.ipv6PrefixLength) // 1 to 128; shifts by 64 give 0
+	return network{hi: hi &^ (1<<(64-min(bits, 64)) - 1), lo: lo &^ (1<<(128-max(bits, 64)) - 1), bits: uint8(bits)}
 }
 
 func (n network) prefix() netip.Prefix {

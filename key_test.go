@@ -1,6 +1,8 @@
 package rrl
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -95,4 +97,39 @@ func toUpperASCII(b []byte) []byte {
 		out[i] = c
 	}
 	return out
+}
+
+// TestNetworks checks client networks against netip's own masking, for
+// netip.Addr sources and for both lengths of net.IP, at prefix lengths on
+// either side of the 64-bit halves; and that a net.IP of any other length
+// is 0.0.0.0, as it is for a netip.Addr.
+func TestNetworks(t *testing.T) {
+	addrs := []string{"192.0.2.255", "255.255.255.255", "0.0.0.0", "::ffff:198.51.100.7",
+		"2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", "::", "::1", "fe80::1%eth0"}
+	for _, lengths := range [][2]int{{1, 1}, {8, 56}, {24, 63}, {31, 64}, {32, 65}, {16, 127}, {24, 128}} {
+		r := newTestRRL(t, nil, "ipv4-prefix-length", fmt.Sprint(lengths[0]), "ipv6-prefix-length", fmt.Sprint(lengths[1]))
+		for _, s := range addrs {
+			a := netip.MustParseAddr(s).Unmap().WithZone("")
+			bits := lengths[1]
+			if a.Is4() {
+				bits = lengths[0]
+			}
+			want := netip.PrefixFrom(a, bits).Masked()
+			if got := r.networkOf(netip.MustParseAddr(s)).prefix(); got != want {
+				t.Errorf("/%d, /%d: %s is in %s, want %s", lengths[0], lengths[1], s, got, want)
+			}
+			ip := net.IP(a.AsSlice())
+			for _, ip := range []net.IP{ip, ip.To16()} {
+				if got := r.networkOfIP(ip).prefix(); got != want {
+					t.Errorf("/%d, /%d: net.IP %v (%d bytes) is in %s, want %s", lengths[0], lengths[1], ip, len(ip), got, want)
+				}
+			}
+		}
+		zero := r.networkOf(netip.Addr{})
+		for _, ip := range []net.IP{nil, {}, {192, 0, 2}, {192, 0, 2, 1, 0}} {
+			if got := r.networkOfIP(ip); got != zero || !got.v4 {
+				t.Errorf("net.IP of %d bytes is in %s, want %s", len(ip), got.prefix(), zero.prefix())
+			}
+		}
+	}
 }

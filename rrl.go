@@ -76,6 +76,9 @@ func NewRRL(cfg *Config) *RRL {
 // as an error response. Zones of IPv6 addresses are ignored; IPv4-mapped
 // IPv6 addresses count as IPv4.
 func (r *RRL) Debit(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	if u, ok := src.(*net.UDPAddr); ok && u != nil && r != nil && !r.checked {
+		return r.debitUDP(r.networkOfIP(u.IP), tuple) // the common case, without netip
+	}
 	addr, udp := addrOf(src)
 	return r.DebitAddr(addr, udp, tuple)
 }
@@ -86,18 +89,23 @@ func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action,
 	if r == nil {
 		return Send, IPNotConfigured, RTNotConfigured
 	}
-	t := tupleOrError(tuple)
-	n := r.networkOf(src)
+	if !udp || r.checked {
+		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now())
+	}
+	return r.debitUDP(r.networkOf(src), tuple)
+}
+
+// debitUDP is DebitAddr for a UDP response in an RRL that has none of
+// exempt-clients, requests-per-second, all-per-second and qps-scale: it
+// goes straight to the tuple's account.
+func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTReason) {
 	var now int64 // r.now(), written out so that the coarse clock's read is inlined
 	if r.injected == nil {
 		now = coarse.read()
 	} else {
 		now = r.injected.read()
 	}
-	if !udp || r.checked {
-		return r.debitChecked(src, n, udp, t, now)
-	}
-	act, rtr := r.chargeTuple(n, t, now, IPNotConfigured, false)
+	act, rtr := r.chargeTuple(n, tupleOrError(tuple), now, IPNotConfigured, false)
 	return act, IPNotConfigured, rtr
 }
 
