@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -145,3 +146,30 @@ func BenchmarkGrowLargestShard(b *testing.B) {
 		s.debit(key(maxShardSize/2+1), 0, 0, l)
 	}
 }
+
+// BenchmarkRandomRead is not about this package: it measures the machine,
+// how long one read at a random place in memory takes when each depends on
+// the one before (a pointer chase), for regions of several sizes. A full
+// 100,000-account table spans about 4 MB, and a Debit that recycles an
+// account reads it at a few random places: these figures are the floor
+// under BenchmarkDebitSpray.
+func BenchmarkRandomRead(b *testing.B) {
+	for _, mb := range []int{1, 2, 4, 16} {
+		b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) {
+			const line = 64 / 8 // one visited word per 64-byte cache line
+			lines := mb << 20 / 64
+			next := make([]int, lines*line)
+			order := rand.Perm(lines)
+			for i, l := range order {
+				next[l*line] = order[(i+1)%lines] * line
+			}
+			p := 0
+			for b.Loop() {
+				p = next[p]
+			}
+			chased = p
+		})
+	}
+}
+
+var chased int
