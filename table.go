@@ -21,10 +21,11 @@ import (
 //
 // When a shard is full, a new account takes the place of, in this order:
 // the least recently used account in debt if it has since paid its debt
-// off; the least recently used account in credit; the least recently used
-// account. So the victim of a flood, whose account stays in debt, keeps it
-// while spoofed sources churn through the rest (BIND's choice). Every step
-// is O(1): nothing scans the table.
+// off; the least recently used account in credit; if every account went
+// into debt, the first of the 16 least recently used that has since paid
+// it off; the least recently used account. So the victim of a flood, whose
+// account stays in debt, keeps it while spoofed sources churn through the
+// rest (BIND's choice). Every step is O(1): nothing scans the table.
 
 // account is one rate-limiting account. Its fields are at most 4-byte
 // aligned, so that it takes 28 bytes rather than 32.
@@ -222,7 +223,27 @@ func (s *shard) victim(now int64) uint32 {
 	if i := s.lists[listCredit].oldest; i != none {
 		return i
 	}
-	return s.lists[listDebt].oldest
+	return s.repaidOrOldest(now)
+}
+
+// repaidSearch bounds how far victim looks along the debt list for an
+// account that has paid off its debt.
+const repaidSearch = 16
+
+// repaidOrOldest returns, when every account is on the debt list, the least
+// recently used of them that has paid off its debt, looking at the
+// repaidSearch least recently used only, or else the least recently used.
+// Accounts move to the credit list only when debited, so a shard whose
+// accounts all went into debt may hold some that have since paid it off;
+// recycling one of them spares an account still in debt.
+func (s *shard) repaidOrOldest(now int64) uint32 {
+	oldest := s.lists[listDebt].oldest
+	for i, n := oldest, 0; i != none && n < repaidSearch; i, n = s.at(i).newer, n+1 {
+		if int64(s.at(i).tat.join()) <= now {
+			return i
+		}
+	}
+	return oldest
 }
 
 // home is where key's probe sequence starts: the low half of the key

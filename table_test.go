@@ -169,6 +169,25 @@ func TestVictimPrefersRepaidDebt(t *testing.T) {
 	}
 }
 
+// TestVictimSparesDebtWhenOthersRepaid has every account of a full shard
+// go into debt, the least recently used deepest: once the others have paid
+// off their debt, a new account takes the place of one of them, not of the
+// one still in debt.
+func TestVictimSparesDebtWhenOthersRepaid(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "1", "max-table-size", "3", "slip-ratio", "0")
+	src := udp("192.0.2.1")
+	debitN(r, src, answer("victim."), 20) // 15 seconds in debt (the window)
+	clock.Advance(500 * time.Millisecond)
+	debitN(r, src, answer("b."), 2) // in debt for a second
+	debitN(r, src, answer("c."), 2)
+	clock.Advance(3 * time.Second) // b and c have paid off; the victim has not
+	debitN(r, src, answer("d."), 1)
+	if got := actions(r, src, answer("victim."), 1); got != "D" {
+		t.Errorf("victim: %s, want D: its account, still in debt, must be kept", got)
+	}
+}
+
 func TestLRUOrderWithinList(t *testing.T) {
 	r := newTestRRL(t, newTestClock(), "responses-per-second", "10", "max-table-size", "3", "slip-ratio", "0")
 	src := udp("192.0.2.1")
