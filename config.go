@@ -170,12 +170,29 @@ func parseInt(keyword, value string, min, max int) (int, error) {
 	return n, nil
 }
 
+// parseRate reads a rate written in decimal (ParseFloat would also take
+// hexadecimal, underscores, and a minus sign on zero).
 func parseRate(keyword, value string) (float64, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-	if err != nil || math.IsNaN(f) || f < 0 || (f > 0 && f < minRate) || f > maxRate {
+	v := strings.TrimSpace(value)
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !isDecimal(v) || math.IsNaN(f) || f < 0 || (f > 0 && f < minRate) || f > maxRate {
 		return 0, fmt.Errorf("rrl: %s %q: want a decimal number, 0 (off) or from %g to %d", keyword, value, minRate, int(maxRate))
 	}
 	return f, nil
+}
+
+// isDecimal reports whether s is made of decimal digits, with at most one
+// point, a leading plus sign and an exponent (such as 1.5e3) allowed.
+func isDecimal(s string) bool {
+	mantissa, exponent, hasExponent := strings.Cut(strings.ToLower(strings.TrimPrefix(s, "+")), "e")
+	if hasExponent {
+		exponent = strings.TrimLeft(exponent, "+-")
+		if exponent == "" || strings.Trim(exponent, "0123456789") != "" {
+			return false
+		}
+	}
+	whole, fraction, _ := strings.Cut(mantissa, ".")
+	return whole+fraction != "" && strings.Trim(whole+fraction, "0123456789") == ""
 }
 
 // parsePrefixes reads addresses and CIDR prefixes separated by spaces or commas.
@@ -275,8 +292,9 @@ func (c *Config) rate(r rate) float64 {
 	return c.rates[r]
 }
 
-// String returns the effective settings as keyword-value pairs, in the order
-// of the table in the Config documentation.
+// String returns the settings as keyword-value pairs, in the order of the
+// table in the Config documentation. For a Config not made by NewConfig,
+// these are the values held, some of which NewRRL replaces by defaults.
 func (c *Config) String() string {
 	var b strings.Builder
 	f := func(k string, v any) { fmt.Fprintf(&b, "%s %v; ", k, v) }

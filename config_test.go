@@ -28,7 +28,11 @@ func TestSetValue(t *testing.T) {
 		cases = append(cases, tc{k, "0", true}, tc{k, "0.5", true}, tc{k, "0.01", true}, tc{k, "5", true}, tc{k, " 7 ", true}, tc{k, "1000000", true},
 			tc{k, "0.0099", false}, tc{k, "1e-10", false}, tc{k, "5e-324", false},
 			tc{k, "1000000.5", false}, tc{k, "-1", false}, tc{k, "-0.1", false}, tc{k, "NaN", false}, tc{k, "Inf", false},
-			tc{k, "+Inf", false}, tc{k, "-Inf", false}, tc{k, "1e400", false}, tc{k, "", false}, tc{k, "five", false})
+			tc{k, "+Inf", false}, tc{k, "-Inf", false}, tc{k, "1e400", false}, tc{k, "", false}, tc{k, "five", false},
+			// decimal notation only
+			tc{k, "+5", true}, tc{k, "1e3", true}, tc{k, "1.5E+2", true}, tc{k, ".5", true}, tc{k, "5.", true},
+			tc{k, "0x1p3", false}, tc{k, "0x10", false}, tc{k, "1_000", false}, tc{k, "-0", false}, tc{k, ".", false},
+			tc{k, "e5", false}, tc{k, "1e", false}, tc{k, "1e+", false}, tc{k, "1..5", false})
 	}
 	cases = append(cases,
 		tc{"qps-scale", "0", true}, tc{"qps-scale", "1", true}, tc{"qps-scale", "250", true}, tc{"qps-scale", "0.5", false},

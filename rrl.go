@@ -25,9 +25,11 @@ type RRL struct {
 }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
-// which limits nothing; in a Config not made by NewConfig, settings that
-// are zero or out of range take their defaults. The table is allocated as
-// it fills, never beyond max-table-size accounts.
+// which limits nothing. In a Config not made by NewConfig, settings out of
+// their range take their defaults: a zero window, prefix length or
+// max-table-size does, while a zero rate or slip-ratio is in range and
+// kept. The table is allocated as it fills, never beyond max-table-size
+// accounts.
 func NewRRL(cfg *Config) *RRL {
 	if cfg == nil {
 		cfg = NewConfig()
@@ -61,7 +63,7 @@ func NewRRL(cfg *Config) *RRL {
 //     exceeded (IPRateLimit).
 //  3. Responses that are not over UDP are not limited further: Send (RTNotUDP).
 //     The transport is UDP for *net.UDPAddr, and for other types when
-//     Network() begins with "udp".
+//     Network() begins with "udp" or is empty.
 //  4. all-per-second debits the network's all-responses account, and the
 //     tuple's allowance debits the tuple's account. If the network exceeded
 //     all-per-second: Drop (RTAllLimit). If the tuple's account is in debt:
