@@ -60,8 +60,18 @@ func FuzzDebit(f *testing.F) {
 	}
 	c.SetNowFunc(newTestClock().Now)
 	r := NewRRL(c)
+	// plain has response limits only, so that Debit takes its short path
+	// for a *net.UDPAddr, reading the network from the IP's bytes.
+	plain := newTestRRL(f, newTestClock(), "responses-per-second", "3", "max-table-size", "64")
 	f.Fuzz(func(t *testing.T, ip []byte, isUDP bool, class, qtype uint16, cat uint8, name string) {
 		tuple := &ResponseTuple{Class: class, Type: qtype, AllowanceCategory: AllowanceCategory(cat), SalientName: name}
+		addr, _ := netip.AddrFromSlice(ip)
+		if got, want := plain.networkOfIP(ip), plain.networkOf(addr); got != want {
+			t.Fatalf("IP % x: network %s from its bytes, %s through netip", ip, got.prefix(), want.prefix())
+		}
+		if act, _, rtr := plain.Debit(&net.UDPAddr{IP: ip}, tuple); act >= ActionLast || rtr >= RTLast {
+			t.Fatalf("verdict out of range: %d %d", act, rtr)
+		}
 		var src net.Addr = &net.TCPAddr{IP: ip}
 		if isUDP {
 			src = &net.UDPAddr{IP: ip}
@@ -76,12 +86,11 @@ func FuzzDebit(f *testing.F) {
 			}
 			// Over TCP only the request limit applies, unless the address
 			// is unusable: then the source is taken as UDP, to be limited.
-			if _, ok := netip.AddrFromSlice(ip); ok && act != Send && !isUDP && ipr != IPRateLimit {
+			if addr.IsValid() && act != Send && !isUDP && ipr != IPRateLimit {
 				t.Fatalf("a TCP response was limited by %v %v", ipr, rtr)
 			}
 		}
-		a, _ := netip.AddrFromSlice(ip)
-		r.DebitAddr(a, isUDP, tuple)
+		r.DebitAddr(addr, isUDP, tuple)
 		if n := r.GetStats(false).CacheLength; n > 64 {
 			t.Fatalf("table holds %d accounts", n)
 		}
