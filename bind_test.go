@@ -46,9 +46,13 @@ func TestBINDSystemTest(t *testing.T) {
 	more := debitN(r, client, answer("a1.tld2."), 10)
 	check("a1.tld2", tally{a1.send + more.send, a1.drop + more.drop, a1.slip + more.slip}, tally{send: 3, slip: 4, drop: 6})
 
-	// Thirty names (y.x019.a2.tld2 to y.x048.a2.tld2) answered by the
-	// wildcard *.a2.tld2: the tuple names the wildcard, so one account.
-	check("y.x*.a2.tld2", debitN(r, client, answer("*.a2.tld2."), 30), tally{send: 2, slip: 10, drop: 18})
+	// Thirty names (x019.a2.tld2 to x048.a2.tld2) answered by the wildcard
+	// *.a2.tld2: the tuple names the wildcard, so one account. BIND's test
+	// goes on with ten names one label deeper (y.x049.a2.tld2 and on) from
+	// the same wildcard and expects all ten sent, noting that they should
+	// have been limited (its RT33138); here they would share the wildcard's
+	// account and be limited, so that burst is not replayed.
+	check("x*.a2.tld2", debitN(r, client, answer("*.a2.tld2."), 30), tally{send: 2, slip: 10, drop: 18})
 
 	// Block 2.
 	clock.Advance(time.Second)

@@ -32,9 +32,10 @@
 //	error      nothing (network only)     errors-per-second
 //
 // Which name to pass as SalientName is up to the caller, who knows how the
-// response was made: the query name for answers and NODATA; "*.<origin>"
-// for answers synthesised from a wildcard, so that one wildcard is one
-// account however many names are asked; the delegation point (owner of the
+// response was made: the query name for answers and NODATA; the owner
+// name of the wildcard record (such as "*.example.com.") for answers
+// synthesised from it, so that one wildcard is one account however many
+// names are asked; the delegation point (owner of the
 // NS records) for referrals; the zone (owner of the SOA record) for
 // NXDOMAIN. Names compare without regard to ASCII case or a trailing dot.
 //
@@ -74,8 +75,8 @@
 // # Memory
 //
 // The table holds at most max-table-size accounts of 28 bytes each and an
-// index of 8-byte slots, at most three quarters full: under 40 bytes per
-// account when the table is full. Both grow as the table fills, doubling,
+// index of 8-byte slots, at most three quarters full: about 43 bytes per
+// account in a full table, the allocator's rounding included. Both grow as the table fills, doubling,
 // so that a table holding few accounts stays small and in the processor's
 // caches. When it is full, a new account takes the place of
 // an account that has paid off its debt, else of the least recently used

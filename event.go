@@ -21,12 +21,15 @@ type Event struct {
 	// ("responses-per-second", ...), "all-per-second" or "requests-per-second".
 	Limit string
 
-	// Network is the client network (the source masked to the prefix length).
+	// Network is the client network (the source masked to the prefix
+	// length). It is zero for Evicted and in the stops that
+	// EndQuietEpisodes reports.
 	Network netip.Prefix
 
 	// Tuple is the response that triggered the event, as passed to Debit
 	// (an error tuple stands in for a nil or out-of-range one). It is
-	// zero for the per-network limits and for Evicted. Where several
+	// zero for the per-network limits, for Evicted and in the stops that
+	// EndQuietEpisodes reports. Where several
 	// tuples share an account (NODATA of different types, errors), the
 	// stop event carries the tuple that ended the episode.
 	Tuple ResponseTuple

@@ -49,9 +49,10 @@ func NewAllowanceCategory(rCode, answerCount, nsCount int) AllowanceCategory {
 // depends on the category (see AllowanceCategory); the others are ignored.
 //
 // SalientName is:
-//   - for an answer or NODATA: the query name, or "*.<origin>" when the answer
-//     was synthesised from a wildcard, so that one wildcard is one account
-//     however many names it answers for;
+//   - for an answer or NODATA: the query name, or the owner name of the
+//     wildcard record (such as "*.example.com.") when the answer was
+//     synthesised from it, so that one wildcard is one account however many
+//     names it answers for;
 //   - for a referral: the delegation point (owner of the NS records);
 //   - for NXDOMAIN: the zone (owner of the SOA record in the authority section),
 //     since every undefined name of a zone yields the same response;
