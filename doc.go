@@ -76,20 +76,21 @@
 //
 // The table holds at most max-table-size accounts of 28 bytes each and an
 // index of 8-byte slots, at most three quarters full: about 43 bytes per
-// account in a full table, the allocator's rounding included. Both grow as the table fills, doubling,
-// so that a table holding few accounts stays small and in the processor's
-// caches. When it is full, a new account takes the place of
-// an account that has paid off its debt, else of the least recently used
-// account in credit, else of the least recently used one; so a flood from
-// spoofed sources cannot push out the account of the network it attacks,
-// and a new client is never refused. The table is split into shards (up to
-// 64, or more for tables over a million accounts, so that a shard holds
-// at most 16,384), each with its own lock, its own share of max-table-size
-// and its own least-recently-used order, so recycling begins when a shard
-// is full, a little before the table as a whole is. Accounts are found by a
-// 64-bit hash keyed by random secrets drawn for each RRL, so sources and
-// names cannot be chosen to collide. No step scans the table; the only
-// copying is a shard's growth, of at most one shard's accounts or index.
+// account in a full table, the allocator's rounding included. Both grow as
+// the table fills, doubling, so that a table holding few accounts stays
+// small and in the processor's caches. When it is full, a new account takes
+// the place of an account that has paid off its debt, else of the least
+// recently used account in credit, else of the least recently used one; so
+// a flood from spoofed sources cannot push out the account of the network
+// it attacks, and a new client is never refused. The table is split into
+// shards (up to 64, or more for tables over a million accounts, so that a
+// shard holds at most 16,384), each with its own lock, its own share of
+// max-table-size and its own least-recently-used order, so recycling begins
+// when a shard is full, a little before the table as a whole is. Accounts
+// are found by a 64-bit hash keyed by random secrets drawn for each RRL, so
+// sources and names cannot be chosen to collide. No step scans the table;
+// the only copying is a shard's growth, of at most one shard's accounts or
+// index.
 //
 // # Concurrency
 //
