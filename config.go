@@ -186,7 +186,9 @@ func parseRate(keyword, value string) (float64, error) {
 func isDecimal(s string) bool {
 	mantissa, exponent, hasExponent := strings.Cut(strings.ToLower(strings.TrimPrefix(s, "+")), "e")
 	if hasExponent {
-		exponent = strings.TrimLeft(exponent, "+-")
+		if exponent != "" && (exponent[0] == '+' || exponent[0] == '-') {
+			exponent = exponent[1:]
+		}
 		if exponent == "" || strings.Trim(exponent, "0123456789") != "" {
 			return false
 		}

@@ -32,7 +32,7 @@ func TestSetValue(t *testing.T) {
 			// decimal notation only
 			tc{k, "+5", true}, tc{k, "1e3", true}, tc{k, "1.5E+2", true}, tc{k, ".5", true}, tc{k, "5.", true},
 			tc{k, "0x1p3", false}, tc{k, "0x10", false}, tc{k, "1_000", false}, tc{k, "-0", false}, tc{k, ".", false},
-			tc{k, "e5", false}, tc{k, "1e", false}, tc{k, "1e+", false}, tc{k, "1..5", false})
+			tc{k, "e5", false}, tc{k, "1e", false}, tc{k, "1e+", false}, tc{k, "1e+-3", false}, tc{k, "1..5", false})
 	}
 	cases = append(cases,
 		tc{"qps-scale", "0", true}, tc{"qps-scale", "1", true}, tc{"qps-scale", "250", true}, tc{"qps-scale", "0.5", false},
