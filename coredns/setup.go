@@ -386,8 +386,8 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 }
 
 // plainDecimal is what a value may look like: digits with an optional
-// fraction. The core would also take "1e3", "+5" or "0x10", which are more
-// likely typos than intentions.
+// fraction. The core also takes "1e3", "+5" or ".5", which in a Corefile
+// are more likely typos than intentions.
 var plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 
 // checkPrefix refuses a CIDR prefix with host bits set ("10.0.0.1/8"): it
