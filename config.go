@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -175,27 +176,15 @@ func parseInt(keyword, value string, min, max int) (int, error) {
 func parseRate(keyword, value string) (float64, error) {
 	v := strings.TrimSpace(value)
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !isDecimal(v) || math.IsNaN(f) || f < 0 || (f > 0 && f < minRate) || f > maxRate {
+	if err != nil || !decimal.MatchString(v) || math.IsNaN(f) || f < 0 || (f > 0 && f < minRate) || f > maxRate {
 		return 0, fmt.Errorf("rrl: %s %q: want a decimal number, 0 (off) or from %g to %d", keyword, value, minRate, int(maxRate))
 	}
 	return f, nil
 }
 
-// isDecimal reports whether s is made of decimal digits, with at most one
-// point, a leading plus sign and an exponent (such as 1.5e3) allowed.
-func isDecimal(s string) bool {
-	mantissa, exponent, hasExponent := strings.Cut(strings.ToLower(strings.TrimPrefix(s, "+")), "e")
-	if hasExponent {
-		if exponent != "" && (exponent[0] == '+' || exponent[0] == '-') {
-			exponent = exponent[1:]
-		}
-		if exponent == "" || strings.Trim(exponent, "0123456789") != "" {
-			return false
-		}
-	}
-	whole, fraction, _ := strings.Cut(mantissa, ".")
-	return whole+fraction != "" && strings.Trim(whole+fraction, "0123456789") == ""
-}
+// decimal is a number in decimal notation: digits with at most one point,
+// an optional leading plus sign and an optional exponent (such as 1.5e3).
+var decimal = regexp.MustCompile(`^\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
 // parsePrefixes reads addresses and CIDR prefixes separated by spaces or commas.
 // An address stands for itself (a /32 or /128); IPv4-mapped IPv6 forms are

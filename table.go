@@ -217,33 +217,36 @@ func (s *shard) grow() uint32 {
 // victim chooses the account to recycle in a full shard (see the top of
 // this file).
 func (s *shard) victim(now int64) uint32 {
-	if i := s.lists[listDebt].oldest; i != none && int64(s.at(i).tat.join()) <= now {
+	credit := s.lists[listCredit].oldest
+	search := 1
+	if credit == none {
+		search = repaidSearch
+	}
+	if i := s.repaid(now, search); i != none {
 		return i
 	}
-	if i := s.lists[listCredit].oldest; i != none {
-		return i
+	if credit != none {
+		return credit
 	}
-	return s.repaidOrOldest(now)
+	return s.lists[listDebt].oldest
 }
 
 // repaidSearch bounds how far victim looks along the debt list for an
-// account that has paid off its debt.
-const repaidSearch = 16
-
-// repaidOrOldest returns, when every account is on the debt list, the least
-// recently used of them that has paid off its debt, looking at the
-// repaidSearch least recently used only, or else the least recently used.
+// account that has paid off its debt when no account is in credit.
 // Accounts move to the credit list only when debited, so a shard whose
 // accounts all went into debt may hold some that have since paid it off;
 // recycling one of them spares an account still in debt.
-func (s *shard) repaidOrOldest(now int64) uint32 {
-	oldest := s.lists[listDebt].oldest
-	for i, n := oldest, 0; i != none && n < repaidSearch; i, n = s.at(i).newer, n+1 {
+const repaidSearch = 16
+
+// repaid returns the least recently used account on the debt list that has
+// paid off its debt, looking at the n least recently used only, or none.
+func (s *shard) repaid(now int64, n int) uint32 {
+	for i := s.lists[listDebt].oldest; i != none && n > 0; i, n = s.at(i).newer, n-1 {
 		if int64(s.at(i).tat.join()) <= now {
 			return i
 		}
 	}
-	return oldest
+	return none
 }
 
 // home is where key's probe sequence starts: the low half of the key
