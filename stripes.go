@@ -1,0 +1,131 @@
+package rrl
+
+import (
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+)
+
+// An RRL counts the outcomes of its Debits in stripes, many more than the
+// processors, rather than in one Stats: two processors counting at once
+// then rarely write the same cache line. A Debit counts in the stripe that
+// the address of its goroutine's stack picks, so that the Debits of one
+// goroutine count in one stripe, which stays in its processor's cache.
+// GetStats adds the stripes up.
+//
+// A stripe counts the common outcomes, an action with its two reasons, per
+// category with one atomic addition each; any other outcome costs four.
+
+// stripe holds one share of an RRL's statistics.
+type stripe struct {
+	common [AllowanceLast + 1][commonOutcomes]atomic.Int64 // by category (AllowanceLast: none) and outcome
+	// The outcomes that are not common, counted apart.
+	rps       [AllowanceLast]atomic.Int64
+	actions   [ActionLast]atomic.Int64
+	ipReasons [IPLast]atomic.Int64
+	rtReasons [RTLast]atomic.Int64
+
+	evictions atomic.Int64
+	held      atomic.Int64 // accounts added to empty places
+	qps       atomic.Int64 // responses counted for qps-scale
+}
+
+// outcome is what a Debit decides, with its reasons.
+type outcome struct {
+	act Action
+	ipr IPReason
+	rtr RTReason
+}
+
+// commonOutcome numbers the common outcomes from 1 (0: not common), and
+// commonOutcomeOf lists them.
+var (
+	commonOutcome   [ActionLast][IPLast][RTLast]uint8
+	commonOutcomeOf []outcome
+)
+
+const commonOutcomes = 14
+
+func init() {
+	for _, ipr := range []IPReason{IPOk, IPNotConfigured} {
+		for _, o := range []outcome{{Send, ipr, RTOk}, {Drop, ipr, RTRateLimit}, {Slip, ipr, RTRateLimit},
+			{Send, ipr, RTNotConfigured}, {Send, ipr, RTNotUDP}, {Drop, ipr, RTAllLimit}} {
+			commonOutcomeOf = append(commonOutcomeOf, o)
+		}
+	}
+	commonOutcomeOf = append(commonOutcomeOf, outcome{Send, IPExempt, RTNotReached}, outcome{Drop, IPRateLimit, RTNotReached})
+	for i, o := range commonOutcomeOf {
+		commonOutcome[o.act][o.ipr][o.rtr] = uint8(i + 1)
+	}
+}
+
+// count records one outcome; a category out of range counts in none.
+func (s *stripe) count(cat AllowanceCategory, act Action, ipr IPReason, rtr RTReason) {
+	cat = min(cat, AllowanceLast)
+	if c := commonOutcome[act][ipr][rtr]; c != 0 {
+		s.common[cat][c-1].Add(1)
+		return
+	}
+	if cat < AllowanceLast {
+		s.rps[cat].Add(1)
+	}
+	s.actions[act].Add(1)
+	s.ipReasons[ipr].Add(1)
+	s.rtReasons[rtr].Add(1)
+}
+
+// addTo adds the stripe's counters to sum, and zeroes them if zero is set.
+func (s *stripe) addTo(sum *Stats, zero bool) {
+	read := func(c *atomic.Int64) int64 {
+		if zero {
+			return c.Swap(0)
+		}
+		return c.Load()
+	}
+	for cat := range s.common {
+		for i, o := range commonOutcomeOf {
+			n := read(&s.common[cat][i])
+			if cat < int(AllowanceLast) {
+				sum.RPS[cat] += n
+			}
+			sum.Actions[o.act] += n
+			sum.IPReasons[o.ipr] += n
+			sum.RTReasons[o.rtr] += n
+		}
+	}
+	for i := range s.rps {
+		sum.RPS[i] += read(&s.rps[i])
+	}
+	for i := range s.actions {
+		sum.Actions[i] += read(&s.actions[i])
+	}
+	for i := range s.ipReasons {
+		sum.IPReasons[i] += read(&s.ipReasons[i])
+	}
+	for i := range s.rtReasons {
+		sum.RTReasons[i] += read(&s.rtReasons[i])
+	}
+	sum.Evictions += read(&s.evictions)
+	sum.CacheLength += int(s.held.Load())
+}
+
+// stripes is an RRL's statistics.
+type stripes []stripe
+
+// newStripes returns a power of two of stripes, four for each processor
+// and at least 16, at most 128.
+func newStripes() stripes {
+	n := 16
+	for n < 4*runtime.GOMAXPROCS(0) && n < 128 {
+		n *= 2
+	}
+	return make(stripes, n)
+}
+
+// pick returns the calling goroutine's stripe: the one its stack's
+// address picks (stacks are at least 2 KB apart).
+func (s stripes) pick() *stripe {
+	var onStack byte
+	p := uint64(uintptr(unsafe.Pointer(&onStack))) >> 11
+	return &s[p*0x9e3779b97f4a7c15>>40&uint64(len(s)-1)]
+}

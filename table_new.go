@@ -1,0 +1,387 @@
+package rrl
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// The table of accounts is an array of buckets, each one 64-byte cache
+// line holding five accounts: 12 bytes an account and 4 spare. An
+// account's key (see hashKey.account) picks its bucket with its high half
+// and tells it apart from the others in the bucket with a 28-bit tag from
+// its low half, beside its 3-bit kind. A bucket holds an account's two
+// words: its ident (tag, kind) and its balance (see balance). The bucket
+// is all a Debit reads and writes of the table: it finds the account by
+// its ident and debits it with one compare-and-swap of the balance,
+// without a lock.
+//
+// A new account takes an empty place in its bucket, or the place of the
+// account with the most credit, which is the one least recently debited
+// among those in credit: an account in credit goes before one in debt,
+// and among accounts in debt the one least in debt goes first. So the
+// account of a network under a flood, deep in debt, survives a spray of
+// spoofed sources, even of sources that drive their own accounts into
+// debt, unless every account of its bucket is deeper in debt still. Where
+// BIND recycles the least recently used of all accounts, this table
+// recycles among five; it never refuses a new account and never scans.
+//
+// The array is allocated in pages, each on first use, so that a table
+// holding few accounts costs little: an empty table is an array of page
+// pointers (8 bytes for every 16 buckets in tables up to 327,680 accounts,
+// fewer in larger ones).
+
+// slotsPerBucket is the number of accounts in a bucket.
+const slotsPerBucket = 5
+
+// bucket is one cache line of accounts. An account's ident says which
+// account a place holds: 0 for none, busy while a new account moves in,
+// otherwise its tag, its kind and a set low bit. Its balance is valid
+// while its ident is.
+type bucket struct {
+	balance [slotsPerBucket]atomic.Uint64
+	ident   [slotsPerBucket]atomic.Uint32
+	_       uint32
+}
+
+// busy marks a place that a new account is moving into. Idents of
+// accounts have their low bit set, so busy is none of them.
+const busy = 2
+
+// identOf returns the ident of the account whose key is key.
+func identOf(key uint64, kind LimitKind) uint32 {
+	return uint32(key)&^0xf | uint32(kind)<<1 | 1
+}
+
+// kindOf returns the kind of the account whose ident is id.
+func kindOf(id uint32) LimitKind { return LimitKind(id >> 1 & 7) }
+
+// bucketTable is the table of accounts.
+type bucketTable struct {
+	buckets     uint64 // number of buckets
+	base, extra uint64 // bucket i holds base accounts, one more if i < extra
+	pageShift   uint   // a page holds 1<<pageShift buckets
+	pages       []atomic.Pointer[[]bucket]
+
+	sweepMu sync.Mutex
+	sweepAt uint64 // the bucket where the next sweep starts
+}
+
+// minPageShift and maxPages size pages: 16 buckets (1 KB) at least, and
+// at most 4,096 pages, so that an empty table of any size is small.
+const (
+	minPageShift = 4
+	maxPages     = 4096
+)
+
+func newBucketTable(size int) *bucketTable {
+	nb := (uint64(size) + slotsPerBucket - 1) / slotsPerBucket
+	t := &bucketTable{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, pageShift: minPageShift}
+	for nb>>t.pageShift > maxPages {
+		t.pageShift++
+	}
+	t.pages = make([]atomic.Pointer[[]bucket], (nb+1<<t.pageShift-1)>>t.pageShift)
+	return t
+}
+
+// index returns the number of the bucket of the account whose key is key:
+// the key's high half scaled to the number of buckets.
+func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.buckets >> 32 }
+
+// bucket returns bucket i, allocating its page if it has none yet.
+func (t *bucketTable) bucket(i uint64) *bucket {
+	if p := t.pages[i>>t.pageShift].Load(); p != nil {
+		return &(*p)[i&(1<<t.pageShift-1)]
+	}
+	return t.allocate(i)
+}
+
+func (t *bucketTable) allocate(i uint64) *bucket {
+	first := i >> t.pageShift << t.pageShift
+	p := make([]bucket, min(1<<t.pageShift, t.buckets-first))
+	if !t.pages[i>>t.pageShift].CompareAndSwap(nil, &p) {
+		return t.bucket(i) // another Debit allocated it first
+	}
+	return &p[i-first]
+}
+
+// capacity returns how many accounts bucket i holds: five, except in a
+// table whose size is not a multiple of five.
+func (t *bucketTable) capacity(i uint64) int {
+	if i < t.extra {
+		return int(t.base) + 1
+	}
+	return int(t.base)
+}
+
+// accountRef refers to an account in its bucket: its place and its ident,
+// by which load checks that the place still holds it.
+type accountRef struct {
+	b  *bucket
+	i  int
+	id uint32
+}
+
+// load returns the account's balance, and false if the account has lost
+// its place since the reference was made.
+func (a accountRef) load() (balance, bool) {
+	v := balance(a.b.balance[a.i].Load())
+	// A new account moving in changes the ident before the balance:
+	// reading the ident after the balance proves that the balance is
+	// this account's.
+	return v, a.b.ident[a.i].Load() == a.id
+}
+
+// store replaces the balance old, as load returned it, by new, and
+// reports whether it did: false if another Debit changed it, or a new
+// account moved in, since.
+func (a accountRef) store(old, new balance) bool {
+	return a.b.balance[a.i].CompareAndSwap(uint64(old), uint64(new))
+}
+
+// gone describes an account whose limiting episode ended without a Debit
+// of its own (its place taken, or found quiet), for Event.
+type gone struct {
+	account uint64 // Event.Account
+	kind    LimitKind
+	limited bool
+}
+
+// accountID is Event.Account for the account with ident id in bucket i:
+// unique among the accounts held at one time.
+func accountID(i uint64, id uint32) uint64 { return i<<32 | uint64(id) }
+
+// maxWaits bounds how often find looks again at a bucket where a new
+// account is moving in, in case it is the one sought, before adding it
+// itself. Two Debits that add one account at once may both add it; the
+// copy found second then lies unused until recycled, and one debit is lost.
+const maxWaits = 64
+
+// find returns the account for key, adding it with full credit (see
+// add) if the table does not hold it, and the account whose place it
+// took, if that one was being limited.
+func (t *bucketTable) find(key uint64, kind LimitKind, now int64, l limit, s *stripe) (accountRef, gone) {
+	i := t.index(key)
+	b, n, id := t.bucket(i), t.capacity(i), identOf(key, kind)
+	for waits := 0; ; waits++ {
+		moving := false
+		for j := range n {
+			switch b.ident[j].Load() {
+			case id:
+				return accountRef{b, j, id}, gone{}
+			case busy:
+				moving = true
+			}
+		}
+		if moving && waits < maxWaits {
+			continue
+		}
+		if ref, g, ok := t.add(b, i, n, id, now, l, s); ok {
+			return ref, g
+		}
+	}
+}
+
+// add puts the account with ident id in bucket i (b, holding n accounts),
+// in an empty place or in that of the account with the most credit
+// (victim), with full credit at now. It fails if another Debit changed
+// that place first.
+func (t *bucketTable) add(b *bucket, i uint64, n int, id uint32, now int64, l limit, s *stripe) (accountRef, gone, bool) {
+	j, old := victim(b, n, now)
+	if j < 0 || !b.ident[j].CompareAndSwap(old, busy) {
+		return accountRef{}, gone{}, false
+	}
+	// A Debit of the old account that read its ident before busy may
+	// still change its balance: swap in the new one with a new
+	// generation, so that such a Debit fails rather than debit the new
+	// account, and so that the old account's last state is known.
+	var was balance
+	for {
+		was = balance(b.balance[j].Load())
+		if b.balance[j].CompareAndSwap(uint64(was), uint64(fullCredit(now, l, was.generation()+1))) {
+			break
+		}
+	}
+	b.ident[j].Store(id)
+	if old == 0 {
+		s.held.Add(1)
+		return accountRef{b, j, id}, gone{}, true
+	}
+	s.evictions.Add(1)
+	return accountRef{b, j, id}, gone{accountID(i, old), kindOf(old), was.limited()}, true
+}
+
+// victim returns the place in b for a new account and the ident it holds:
+// the first empty place, else the account with the earliest tat, which is
+// the one with the most credit or the least debt; -1 if every place is
+// busy.
+func victim(b *bucket, n int, now int64) (int, uint32) {
+	j, id, earliest := -1, uint32(0), int64(0)
+	for k := range n {
+		switch v := b.ident[k].Load(); v {
+		case 0:
+			return k, 0
+		case busy:
+		default:
+			if tat := balance(b.balance[k].Load()).tat(now); j < 0 || tat < earliest {
+				j, id, earliest = k, v, tat
+			}
+		}
+	}
+	return j, id
+}
+
+// sweepBuckets bounds the buckets that one sweep looks at: 512 KB of
+// table, a few hundred microseconds.
+const sweepBuckets = 8192
+
+// sweep ends the limiting episodes of accounts out of debt since before,
+// looking at up to max buckets from where the last sweep stopped, and
+// appends them to ended. It also moves the tat of an account idle for
+// longer than staleAge forward (see balance), so that wrapping time never
+// reads it as recent.
+func (t *bucketTable) sweep(now, before int64, max uint64, ended []gone) []gone {
+	t.sweepMu.Lock()
+	defer t.sweepMu.Unlock()
+	max = min(max, t.buckets)
+	for range max {
+		i := t.sweepAt
+		if t.sweepAt++; t.sweepAt == t.buckets {
+			t.sweepAt = 0
+		}
+		p := t.pages[i>>t.pageShift].Load()
+		if p == nil {
+			continue
+		}
+		b := &(*p)[i&(1<<t.pageShift-1)]
+		for j := range t.capacity(i) {
+			ref := accountRef{b, j, b.ident[j].Load()}
+			if ref.id&1 == 0 {
+				continue // empty or busy
+			}
+			if ref.quiet(now, before) {
+				ended = append(ended, gone{accountID(i, ref.id), kindOf(ref.id), true})
+			}
+		}
+	}
+	return ended
+}
+
+// quiet ends the account's episode if it is limited and has been out of
+// debt since before, and reports whether it ended one. It also moves the
+// tat of an account idle for longer than staleAge forward.
+func (a accountRef) quiet(now, before int64) bool {
+	for {
+		v, ok := a.load()
+		if !ok {
+			return false
+		}
+		w := v
+		if v.limited() && v.tat(now) <= before {
+			w = w.withLimited(false)
+		}
+		if v.tat(now) < now-staleAge {
+			w = w.withTat(now - staleAge)
+		}
+		if w == v {
+			return false
+		}
+		if a.store(v, w) {
+			return v.limited() && !w.limited()
+		}
+	}
+}
+
+// balance is an account's state in one word, so that one compare-and-swap
+// changes it:
+//
+//	bits 0-55   tat, the time at which the balance is zero, in nanoseconds
+//	            of internal time, modulo 2^56 (834 days)
+//	bits 56-59  BIND's slip counter: the next limited response slips at 0
+//	bits 60     in a limiting episode (for Event)
+//	bits 61-63  generation, advanced when a new account takes the place
+//
+// The account is in debt while tat > now. Its balance, now - tat, holds at
+// most a second's worth of credit (at most 100 s, for the slowest rates)
+// and sinks at most window seconds (at most 3,600) into debt, so a live
+// tat lies within an hour of now and 56 bits tell it apart from now
+// unambiguously for 417 days either side. A tat further ahead than any
+// debt can be is one from over 417 days ago, wrapped: it reads as that
+// old. Only an account idle for a multiple of 834 days, give or take the
+// hour, could read as recent; the sweep of EndQuietEpisodes moves the tat
+// of every account idle for over 208 days forward (still ancient), so a
+// server that calls it now and then never meets that case.
+type balance uint64
+
+const (
+	tatBits       = 56
+	tatMask       = 1<<tatBits - 1
+	slipShift     = 56
+	slipMask      = 0xf << slipShift
+	limitedBit    = 1 << 60
+	generationOne = 1 << 61
+
+	// maxAhead is further ahead of now than any tat can be: the longest
+	// window plus the longest interval, and a margin.
+	maxAhead = 3800 * int64(1e9)
+	// staleAge is how long an account may be idle before a sweep moves
+	// its tat forward: a quarter of the 56-bit range.
+	staleAge = int64(1) << (tatBits - 2)
+)
+
+// tat returns the account's tat as internal time, read relative to now.
+func (v balance) tat(now int64) int64 {
+	d := int64((uint64(v)-uint64(now))<<(64-tatBits)) >> (64 - tatBits)
+	if d > maxAhead {
+		d = -1 << (tatBits - 1) // wrapped from the far past
+	}
+	return now + d
+}
+
+func (v balance) slip() uint8         { return uint8(v >> slipShift & 0xf) }
+func (v balance) limited() bool       { return v&limitedBit != 0 }
+func (v balance) generation() balance { return v / generationOne }
+
+func (v balance) withTat(tat int64) balance { return v&^tatMask | balance(uint64(tat)&tatMask) }
+func (v balance) withSlip(n uint8) balance  { return v&^slipMask | balance(n)<<slipShift }
+func (v balance) withLimited(on bool) balance {
+	if on {
+		return v | limitedBit
+	}
+	return v &^ limitedBit
+}
+
+// fullCredit is the balance of a new account of generation g: full
+// credit at now, slip counter 0, not limited.
+func fullCredit(now int64, l limit, g balance) balance {
+	return (g * generationOne).withTat(now - l.credit)
+}
+
+// charge debits the account by l.interval at now and returns its new
+// balance and whether it is in debt. The balance earns credit
+// continuously, holds at most l.credit nanoseconds of it, and sinks at
+// most l.debt nanoseconds deep. An account that has earned back full
+// credit starts its slip count afresh, as BIND's does.
+func (v balance) charge(now int64, l limit) (balance, bool) {
+	tat := v.tat(now)
+	if full := now - l.credit; tat <= full {
+		tat, v = full, v.withSlip(0)
+	}
+	tat = min(tat+l.interval, now+l.debt)
+	return v.withTat(tat), tat > now
+}
+
+// slipOrDrop applies BIND's slip counter to a limited response: the first
+// limited response slips, then every ratio-th. Errors never slip.
+func (v balance) slipOrDrop(kind LimitKind, ratio int) (Action, balance) {
+	if kind == LimitErrors || ratio == 0 {
+		return Drop, v
+	}
+	act, n := Drop, v.slip()
+	if n == 0 {
+		act = Slip
+	}
+	if n++; int(n) >= ratio {
+		n = 0
+	}
+	return act, v.withSlip(n)
+}
