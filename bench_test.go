@@ -128,25 +128,6 @@ func BenchmarkDebitAllFeatures(b *testing.B) {
 	}
 }
 
-// BenchmarkGrowLargestShard times the two debits that double a shard of the
-// largest size, 16,384 accounts (tables over a million accounts have
-// them): one grows its accounts, the next its index. They are the longest
-// steps a table takes while it fills.
-func BenchmarkGrowLargestShard(b *testing.B) {
-	l := limit{1, 1, 1}
-	key := func(k int) uint64 { return uint64(k) * 0x9e3779b97f4a7c15 }
-	for b.Loop() {
-		b.StopTimer()
-		s := &newTable(fewShards * maxShardSize).shards[0]
-		for k := 1; k < maxShardSize/2; k++ {
-			s.debit(key(k), 0, 0, l)
-		}
-		b.StartTimer()
-		s.debit(key(maxShardSize/2), 0, 0, l)
-		s.debit(key(maxShardSize/2+1), 0, 0, l)
-	}
-}
-
 // BenchmarkRandomRead is not about this package: it measures the machine,
 // how long one read at a random place in memory takes when each depends on
 // the one before (a pointer chase), for regions of several sizes. A full

@@ -50,8 +50,8 @@ type Config struct {
 	window           int64 // nanoseconds
 	ipv4PrefixLength int
 	ipv6PrefixLength int
-	rates            [rateLast]float64 // per second; 0 is off
-	rateSet          [rateLast]bool    // set by SetValue (the per-category ones default to responses)
+	rates            [LimitKindLast]float64 // per second; 0 is off
+	rateSet          [LimitKindLast]bool    // set by SetValue (see rate for the defaults)
 	slipRatio        int
 	qpsScale         float64
 	maxTableSize     int
@@ -60,17 +60,6 @@ type Config struct {
 	nowFunc  func() time.Time
 	observer func(Event)
 }
-
-// rate indexes Config.rates: one slot per AllowanceCategory, then the two
-// per-network limits.
-type rate int
-
-const (
-	rateRequests = rate(AllowanceLast) + iota
-	rateAll
-	rateProvenRequests
-	rateLast
-)
 
 // minRate and maxRate bound every per-second keyword but 0 (off), keeping
 // the cost of one response between 1 µs and 100 s.
@@ -95,17 +84,14 @@ func NewConfig() *Config {
 	}
 }
 
-var rateKeywords = map[string]rate{
-	"responses-per-second": rate(AllowanceAnswer),
-	"referrals-per-second": rate(AllowanceReferral),
-	"nodata-per-second":    rate(AllowanceNoData),
-	"nxdomains-per-second": rate(AllowanceNXDomain),
-	"errors-per-second":    rate(AllowanceError),
-	"requests-per-second":  rateRequests,
-	"all-per-second":       rateAll,
-
-	"proven-requests-per-second": rateProvenRequests,
-}
+// rateKeywords maps the keyword of each allowance to its kind.
+var rateKeywords = func() map[string]LimitKind {
+	m := map[string]LimitKind{}
+	for k := range LimitKindLast {
+		m[k.String()] = k
+	}
+	return m
+}()
 
 // SetValue sets the setting named by keyword (see Config for the list) from
 // its text form. It returns an error, naming the keyword, the value and what
@@ -288,8 +274,8 @@ func (c *Config) sanitized() Config {
 // IsActive reports whether the Config limits anything: whether some
 // allowance, the request limit or all-per-second is non-zero.
 func (c *Config) IsActive() bool {
-	for r := rate(0); r < rateLast; r++ {
-		if c.rate(r) > 0 {
+	for k := range LimitKindLast {
+		if c.rate(k) > 0 {
 			return true
 		}
 	}
@@ -299,14 +285,14 @@ func (c *Config) IsActive() bool {
 // rate returns the effective allowance r: the per-category ones fall back to
 // responses-per-second when not set, proven-requests-per-second to
 // requests-per-second.
-func (c *Config) rate(r rate) float64 {
-	if r < rate(AllowanceLast) && !c.rateSet[r] {
-		return c.rates[AllowanceAnswer]
+func (c *Config) rate(k LimitKind) float64 {
+	if k < LimitRequests && !c.rateSet[k] {
+		return c.rates[LimitResponses]
 	}
-	if r == rateProvenRequests && !c.rateSet[r] {
-		return c.rates[rateRequests]
+	if k == LimitProvenRequests && !c.rateSet[k] {
+		return c.rates[LimitRequests]
 	}
-	return c.rates[r]
+	return c.rates[k]
 }
 
 // Value returns the setting named by keyword in the form SetValue reads,

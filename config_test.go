@@ -171,9 +171,9 @@ func TestKeywordsAreAccepted(t *testing.T) {
 }
 
 func TestLimitNamesAreKeywords(t *testing.T) {
-	for kind := range limitNames {
-		if r, ok := rateKeywords[limitName(byte(kind))]; !ok || r != rate(kind) {
-			t.Errorf("kind %d is named %q, the keyword of rate %d", kind, limitName(byte(kind)), r)
+	for kind := range LimitKindLast {
+		if r, ok := rateKeywords[kind.String()]; !ok || r != kind {
+			t.Errorf("kind %d is named %q, the keyword of rate %d", kind, kind, r)
 		}
 	}
 }

@@ -1,6 +1,159 @@
 package rrl
 
-import "net/netip"
+import (
+	"net"
+	"net/netip"
+)
+
+// The path of a Debit, top to bottom: the entry points read the client's
+// address and network and the clock; debitUDP goes straight to the tuple's
+// account when nothing else is configured, debitChecked applies every
+// check in the order Debit documents; chargeRequest, chargeNetwork and
+// chargeTuple debit the accounts through debitAccount, which does so with
+// one compare-and-swap on the account's bucket (table.go); the outcome is
+// counted in the calling goroutine's stripe of the statistics (stripes.go).
+
+// Debit charges one response to src's accounts and says what to do with it:
+// Send, Drop, or Slip (send a truncated reply, or BADCOOKIE to a client that
+// sent a cookie, in place of the response). Call it for every response,
+// except to a client that presented a valid server cookie, whose source
+// cannot be spoofed. Debit charges the request too, after the work of
+// answering it is done; DebitRequest and DebitResponse split it in two so
+// that a request over its limit is refused before the work, and so that
+// requests with valid cookies are held to the request limit.
+//
+// The checks, in order:
+//  1. A client in exempt-clients: Send (IPExempt).
+//  2. requests-per-second, per client network, every transport (and
+//     proven-requests-per-second for responses that are not over UDP, once
+//     set): Drop when exceeded (IPRateLimit).
+//  3. Responses that are not over UDP are not limited further: Send (RTNotUDP).
+//     The transport is UDP for *net.UDPAddr, and for other types when
+//     Network() begins with "udp" or is empty.
+//  4. all-per-second debits the network's all-responses account, and the
+//     tuple's allowance debits the tuple's account. If the network exceeded
+//     all-per-second: Drop (RTAllLimit). If the tuple's account is in debt:
+//     Slip for the first limited response and every slip-ratio-th one after
+//     it, Drop for the others, and always Drop for errors (RTRateLimit).
+//     Otherwise Send (RTOk, or RTNotConfigured if the allowance is 0).
+//
+// Odd input is accounted safely rather than refused: a src whose address
+// cannot be had (nil, a typed nil, an empty IP, unparsable text) counts as
+// the network 0.0.0.0 over UDP, so every such source shares one account
+// and is limited; a nil tuple, or one with a category out of range, counts
+// as an error response. Zones of IPv6 addresses are ignored; IPv4-mapped
+// IPv6 addresses count as IPv4.
+func (r *RRL) Debit(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	if u, ok := src.(*net.UDPAddr); ok && u != nil && r != nil && !r.checked {
+		return r.debitUDP(r.networkOfIP(u.IP), tuple) // the common case, without netip
+	}
+	addr, udp := addrOf(src)
+	return r.DebitAddr(addr, udp, tuple)
+}
+
+// DebitAddr is Debit for a server that holds the client's address as a
+// netip.Addr; udp says whether the response goes over UDP.
+func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	if r == nil {
+		return Send, IPNotConfigured, RTNotConfigured
+	}
+	if !udp || r.checked {
+		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now(), true)
+	}
+	return r.debitUDP(r.networkOf(src), tuple)
+}
+
+// DebitRequest charges one request from src as it arrives, before any work
+// is done for it, and says whether to serve it: Send, or Drop (serve
+// nothing: over UDP send nothing, over a connection close it). Together
+// with DebitResponse it splits Debit in two, so that a request over its
+// limit costs the server no work; a caller that uses both calls
+// DebitResponse, not Debit, for the responses.
+//
+// validCookie says that the request carried a valid server cookie. Such a
+// request, and any request that is not over UDP, comes from a proven
+// source: it is charged to proven-requests-per-second when that is set
+// (see Config). Its response needs no DebitResponse, since a proven source
+// cannot be the victim of a reflection; the request limit still holds it,
+// because that limit is about load, not spoofing.
+//
+// The checks, in order: a client in exempt-clients is sent (IPExempt); the
+// request is counted for qps-scale; the network's request account is
+// debited, and Drop returned when it is in debt (IPRateLimit); otherwise
+// Send (IPOk, or IPNotConfigured when no request limit applies). A dropped
+// request counts in the statistics as a Drop with IPRateLimit and
+// RTNotReached, in no category. DebitRequest allocates nothing for a
+// *net.UDPAddr or *net.TCPAddr; odd sources are read as Debit reads them.
+func (r *RRL) DebitRequest(src net.Addr, validCookie bool) (Action, IPReason) {
+	addr, udp := addrOf(src)
+	return r.DebitRequestAddr(addr, udp, validCookie)
+}
+
+// DebitRequestAddr is DebitRequest for a server that holds the client's
+// address as a netip.Addr; udp says whether the request came over UDP.
+func (r *RRL) DebitRequestAddr(src netip.Addr, udp, validCookie bool) (Action, IPReason) {
+	if r == nil || !r.checked {
+		return Send, IPNotConfigured
+	}
+	n := r.networkOf(src)
+	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
+		return Send, IPExempt
+	}
+	now := r.now()
+	s := r.stats.pick()
+	if r.qps != nil {
+		r.qps.observe(r.stats, s, now)
+	}
+	ipr := r.chargeRequest(n, !udp || validCookie, now, s)
+	if ipr == IPRateLimit {
+		countAlone(s, &requestTuple, Drop, ipr, RTNotReached)
+		return Drop, ipr
+	}
+	return Send, ipr
+}
+
+// requestTuple stands in for the response a dropped request never had: its
+// category is out of range, so the statistics count it in none.
+var requestTuple = ResponseTuple{AllowanceCategory: AllowanceLast}
+
+// DebitResponse is Debit for a caller that charged the request with
+// DebitRequest: it applies every check of Debit but the request limit, and
+// does not count the response for qps-scale again. Its IPReason is
+// IPExempt for an exempt client, IPOk when a request limit applies to the
+// source (the request passed it), and IPNotConfigured otherwise.
+func (r *RRL) DebitResponse(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	if u, ok := src.(*net.UDPAddr); ok && u != nil && r != nil && !r.checked {
+		return r.debitUDP(r.networkOfIP(u.IP), tuple)
+	}
+	addr, udp := addrOf(src)
+	return r.DebitResponseAddr(addr, udp, tuple)
+}
+
+// DebitResponseAddr is DebitResponse for a server that holds the client's
+// address as a netip.Addr; udp says whether the response goes over UDP.
+func (r *RRL) DebitResponseAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	if r == nil {
+		return Send, IPNotConfigured, RTNotConfigured
+	}
+	if !udp || r.checked {
+		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now(), false)
+	}
+	return r.debitUDP(r.networkOf(src), tuple)
+}
+
+// debitUDP is DebitAddr for a UDP response in an RRL that has none of
+// exempt-clients, a request limit, all-per-second and qps-scale: it goes
+// straight to the tuple's account.
+func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	var now int64 // r.now(), written out so that the coarse clock's read is inlined
+	if r.injected == nil {
+		now = coarse.read()
+	} else {
+		now = r.injected.read()
+	}
+	act, rtr := r.chargeTuple(n, tupleOrError(tuple), now, IPNotConfigured, false, r.stats.pick())
+	return act, IPNotConfigured, rtr
+}
 
 // debitChecked is DebitAddr for an RRL with any of exempt-clients, a
 // request limit, all-per-second or qps-scale set, or for a response that is
@@ -8,49 +161,50 @@ import "net/netip"
 // request false the caller has charged the request (DebitRequest), so the
 // request limit and the qps-scale count are left out.
 func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple, now int64, request bool) (Action, IPReason, RTReason) {
+	s := r.stats.pick()
 	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
-		return r.countAlone(n, t, Send, IPExempt, RTNotReached)
+		return countAlone(s, t, Send, IPExempt, RTNotReached)
 	}
 	var ipr IPReason
 	if request {
 		if r.qps != nil {
-			r.qps.observe(r.table, r.statsShard(n), now)
+			r.qps.observe(r.stats, s, now)
 		}
-		if ipr = r.chargeRequest(n, !udp, now); ipr == IPRateLimit {
-			return r.countAlone(n, t, Drop, IPRateLimit, RTNotReached)
+		if ipr = r.chargeRequest(n, !udp, now, s); ipr == IPRateLimit {
+			return countAlone(s, t, Drop, IPRateLimit, RTNotReached)
 		}
 	} else {
 		ipr = r.requestReason(!udp)
 	}
 	if !udp {
-		return r.countAlone(n, t, Send, ipr, RTNotUDP)
+		return countAlone(s, t, Send, ipr, RTNotUDP)
 	}
-	allLimited := r.limits[rateAll].on() && r.chargeNetwork(n, kindAll, now)
+	allLimited := r.limits[LimitAll].on() && r.chargeNetwork(n, LimitAll, now, s)
 	if allLimited && !r.limits[t.AllowanceCategory].on() {
-		return r.countAlone(n, t, Drop, ipr, RTAllLimit)
+		return countAlone(s, t, Drop, ipr, RTAllLimit)
 	}
-	act, rtr := r.chargeTuple(n, t, now, ipr, allLimited)
+	act, rtr := r.chargeTuple(n, t, now, ipr, allLimited, s)
 	return act, ipr, rtr
 }
 
 // requestKind is the kind of the account that a request from a proven or
 // an unproven source is charged to.
-func (r *RRL) requestKind(proven bool) byte {
+func (r *RRL) requestKind(proven bool) LimitKind {
 	if proven && r.provenApart {
-		return kindProvenRequests
+		return LimitProvenRequests
 	}
-	return kindRequests
+	return LimitRequests
 }
 
 // chargeRequest debits a request to its network's request account, if a
 // request limit applies to it, and returns IPRateLimit when that account
 // is in debt, IPOk when it is not, and IPNotConfigured when no limit applies.
-func (r *RRL) chargeRequest(n network, proven bool, now int64) IPReason {
+func (r *RRL) chargeRequest(n network, proven bool, now int64, s *stripe) IPReason {
 	kind := r.requestKind(proven)
 	if !r.limits[kind].on() {
 		return IPNotConfigured
 	}
-	if r.chargeNetwork(n, kind, now) {
+	if r.chargeNetwork(n, kind, now, s) {
 		return IPRateLimit
 	}
 	return IPOk
@@ -66,53 +220,80 @@ func (r *RRL) requestReason(proven bool) IPReason {
 }
 
 // chargeNetwork debits the client network's account of the given kind
-// (kindRequests, kindProvenRequests or kindAll) and reports whether it is
-// in debt.
-func (r *RRL) chargeNetwork(n network, kind byte, now int64) bool {
+// (LimitRequests, LimitProvenRequests or LimitAll) and reports whether it
+// is in debt.
+func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) bool {
 	key := r.hash.account(n, kind, 0, 0, "")
-	l := r.limit(rate(kind))
-	s := r.table.shard(key)
-	s.mu.Lock()
-	a, inDebt, gone := s.debit(key, kind, now, l)
-	edge := a.limited != inDebt
-	a.limited = inDebt
-	s.mu.Unlock()
-	if r.observer != nil && (edge || gone.limited) {
-		r.report(n, nil, key, kind, edge, inDebt, gone)
+	d := r.debitAccount(key, kind, now, r.limit(kind), s)
+	if d.edge && r.observer != nil {
+		r.reportEdge(n, nil, key, kind, d.inDebt)
 	}
-	return inDebt
+	return d.inDebt
 }
 
 // chargeTuple debits the response tuple's account, decides the action, and
-// counts the outcome, all under the account's shard lock. allLimited says
-// that the network has exceeded all-per-second.
-func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, allLimited bool) (Action, RTReason) {
-	cat := t.AllowanceCategory
-	l := r.limit(rate(cat))
+// counts the outcome. allLimited says that the network has exceeded
+// all-per-second.
+func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, allLimited bool, s *stripe) (Action, RTReason) {
+	kind := LimitKind(t.AllowanceCategory)
+	l := r.limit(kind)
 	if !l.on() {
-		act, _, rtr := r.countAlone(n, t, Send, ipr, RTNotConfigured)
+		act, _, rtr := countAlone(s, t, Send, ipr, RTNotConfigured)
 		return act, rtr
 	}
 	class, qtype, name := tupleKey(t)
-	key := r.hash.account(n, byte(cat), class, qtype, name)
-	s := r.table.shard(key)
-	s.mu.Lock()
-	a, inDebt, gone := s.debit(key, byte(cat), now, l)
+	key := r.hash.account(n, kind, class, qtype, name)
+	d := r.debitAccount(key, kind, now, l, s)
 	act, rtr := Send, RTOk
-	if inDebt {
-		act, rtr = a.slipOrDrop(cat, r.slipRatio()), RTRateLimit
+	if d.inDebt {
+		act, rtr = d.act, RTRateLimit
 	}
 	if allLimited { // after the slip count advanced, as in BIND
 		act, rtr = Drop, RTAllLimit
 	}
-	s.stats.count(cat, act, ipr, rtr)
-	edge := a.limited != inDebt
-	a.limited = inDebt
-	s.mu.Unlock()
-	if r.observer != nil && (edge || gone.limited) {
-		r.report(n, t, key, byte(cat), edge, inDebt, gone)
+	s.count(t.AllowanceCategory, act, ipr, rtr)
+	if d.edge && r.observer != nil {
+		r.reportEdge(n, t, key, kind, d.inDebt)
 	}
 	return act, rtr
+}
+
+// debited is what debitAccount did: whether the account is in debt, what
+// its slip counter says to do with a limited response (tuple accounts
+// only), and whether the account began or ended a limiting episode.
+type debited struct {
+	inDebt bool
+	act    Action
+	edge   bool
+}
+
+// debitAccount debits the account for key, of the given kind, by l at now:
+// it reads the account's balance, works out the new one (balance.charge,
+// the slip counter for a tuple account in debt, the episode flag) and
+// writes it with one compare-and-swap, again if another Debit changed the
+// balance in between. The observer hears at once of an account in a
+// limiting episode whose place the new account took.
+func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *stripe) debited {
+	for {
+		ref, g := r.table.find(key, kind, now, l, s)
+		if g.limited && r.observer != nil {
+			r.observer(Event{Evicted: true, Limit: g.kind.String(), LimitKind: g.kind, Account: g.account})
+		}
+		for {
+			old, ok := ref.load()
+			if !ok {
+				break // a new account took its place: find it again
+			}
+			v, inDebt := old.charge(now, l)
+			act := Send
+			if inDebt && kind < LimitRequests {
+				act, v = v.slipOrDrop(kind, r.slipRatio())
+			}
+			if ref.store(old, v.withLimited(inDebt)) {
+				return debited{inDebt, act, old.limited() != inDebt}
+			}
+		}
+	}
 }
 
 // tupleKey returns the parts of a tuple that its account key holds: BIND
@@ -131,62 +312,33 @@ func tupleKey(t *ResponseTuple) (class, qtype uint16, name string) {
 	return 0, 0, ""
 }
 
-// slipOrDrop applies BIND's slip counter to a limited response: the first
-// limited response slips, then every ratio-th. Errors never slip.
-func (a *account) slipOrDrop(cat AllowanceCategory, ratio int) Action {
-	if cat == AllowanceError || ratio == 0 {
-		return Drop
+// errorTuple stands in for a nil tuple.
+var errorTuple = ResponseTuple{AllowanceCategory: AllowanceError}
+
+func tupleOrError(t *ResponseTuple) *ResponseTuple {
+	if t == nil || t.AllowanceCategory >= AllowanceLast {
+		return &errorTuple
 	}
-	act := Drop
-	if a.slip == 0 {
-		act = Slip
-	}
-	if a.slip++; int(a.slip) >= ratio {
-		a.slip = 0
-	}
-	return act
+	return t
 }
 
-// countAlone counts the outcome of a Debit that touches no account, in a
-// shard chosen by its client network, and returns it.
-func (r *RRL) countAlone(n network, t *ResponseTuple, act Action, ipr IPReason, rtr RTReason) (Action, IPReason, RTReason) {
-	s := r.statsShard(n)
-	s.mu.Lock()
-	s.stats.count(t.AllowanceCategory, act, ipr, rtr)
-	s.mu.Unlock()
+// countAlone counts the outcome of a Debit that touches no account, and
+// returns it.
+func countAlone(s *stripe, t *ResponseTuple, act Action, ipr IPReason, rtr RTReason) (Action, IPReason, RTReason) {
+	s.count(t.AllowanceCategory, act, ipr, rtr)
 	return act, ipr, rtr
 }
 
-// report tells the observer, once the shard's lock is released, that the
-// account charged (key, of the given kind) began or ended an episode
-// (edge, started), and that the account whose place it took ended one
-// (gone.limited). t is nil for the per-network accounts.
-func (r *RRL) report(n network, t *ResponseTuple, key uint64, kind byte, edge, started bool, gone recycled) {
-	if gone.limited {
-		r.observer(Event{Evicted: true, Limit: limitName(gone.kind), Account: gone.key})
+// reportEdge tells the observer that the account charged (key, of the
+// given kind) began (started) or ended an episode. t is nil for the
+// per-network accounts.
+func (r *RRL) reportEdge(n network, t *ResponseTuple, key uint64, kind LimitKind, started bool) {
+	e := Event{Started: started, Limit: kind.String(), LimitKind: kind, Account: r.table.accountID(key, kind), Network: n.prefix()}
+	if t != nil {
+		e.Tuple = *t
 	}
-	if edge {
-		e := Event{Started: started, Limit: limitName(kind), Account: key, Network: n.prefix()}
-		if t != nil {
-			e.Tuple = *t
-		}
-		r.observer(e)
-	}
+	r.observer(e)
 }
-
-// limitNames names the allowance of each kind of account, by its keyword.
-var limitNames = [...]string{
-	AllowanceAnswer:    "responses-per-second",
-	AllowanceReferral:  "referrals-per-second",
-	AllowanceNoData:    "nodata-per-second",
-	AllowanceNXDomain:  "nxdomains-per-second",
-	AllowanceError:     "errors-per-second",
-	kindRequests:       "requests-per-second",
-	kindAll:            "all-per-second",
-	kindProvenRequests: "proven-requests-per-second",
-}
-
-func limitName(kind byte) string { return limitNames[kind] }
 
 // isExempt reports whether src is in exempt-clients.
 func (r *RRL) isExempt(src netip.Addr) bool {

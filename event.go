@@ -22,6 +22,9 @@ type Event struct {
 	// or "proven-requests-per-second".
 	Limit string
 
+	// LimitKind is the allowance that Limit names.
+	LimitKind LimitKind
+
 	// Network is the client network (the source masked to the prefix
 	// length). It is zero for Evicted and in the stops that
 	// EndQuietEpisodes reports.

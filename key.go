@@ -20,14 +20,6 @@ import (
 // account only by chance, about once in 2^64 pairs. Everything stays in
 // registers: hashing is a few multiplications, with no buffer to fill.
 
-// kind is a category, or one of the three per-network accounts (in the
-// order of the rates that limit them).
-const (
-	kindRequests = byte(AllowanceLast) + iota
-	kindAll
-	kindProvenRequests
-)
-
 // network is a client network: the source address masked to the prefix
 // length, held as the two halves of its 16-byte (IPv4-mapped for IPv4) form.
 type network struct {
@@ -119,7 +111,7 @@ func mum(a, b uint64) uint64 {
 // before, which the length (hashed too) makes unambiguous. The network, the
 // name's last 16 bytes, and the rest are hashed apart and then together,
 // so that the multiplications of a short key overlap in time.
-func (k *hashKey) account(n network, kind byte, class, qtype uint16, name string) uint64 {
+func (k *hashKey) account(n network, kind LimitKind, class, qtype uint16, name string) uint64 {
 	name = strings.TrimSuffix(name, ".")
 	family := uint64(6)
 	if n.v4 {

@@ -11,7 +11,7 @@ import (
 // all-per-second, and slip-ratio above 2) shrinks by target/qps, so that
 // limiting tightens as the load grows. Every Debit that is not exempt counts,
 // TCP included, as in BIND. The rate is measured over each whole second
-// (BIND measures over the window): shards count responses, and the first
+// (BIND measures over the window): the stripes of the statistics count responses, and the first
 // Debit of a new second adds them up and sets the factor for that second.
 type qpsScaler struct {
 	target float64
@@ -28,7 +28,7 @@ func newQPSScaler(target float64) *qpsScaler {
 
 // observe counts one response and, on the first response of a new second,
 // sets the scale factor from the rate over the seconds since the last one.
-func (q *qpsScaler) observe(t *table, s *shard, now int64) {
+func (q *qpsScaler) observe(all stripes, s *stripe, now int64) {
 	s.qps.Add(1)
 	sec := now / int64(time.Second)
 	old := q.second.Load()
@@ -36,8 +36,8 @@ func (q *qpsScaler) observe(t *table, s *shard, now int64) {
 		return // a reading from before the second turned must not turn it back
 	}
 	var total int64
-	for i := range t.shards {
-		total += t.shards[i].qps.Swap(0)
+	for i := range all {
+		total += all[i].qps.Swap(0)
 	}
 	elapsed := float64(1)
 	if old != math.MinInt64 {

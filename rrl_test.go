@@ -461,18 +461,18 @@ func TestQPSScaleIgnoresLateReadings(t *testing.T) {
 	// Drive qps-scale's own bookkeeping with explicit times: a busy second,
 	// then a reading from just before the next second began (a goroutine
 	// that read the clock before another turned the second).
-	s := &r.table.shards[0]
+	s := &r.stats[0]
 	sec := int64(time.Second)
-	r.qps.observe(r.table, s, 10*sec)
+	r.qps.observe(r.stats, s, 10*sec)
 	for range 100 {
-		r.qps.observe(r.table, s, 10*sec+1)
+		r.qps.observe(r.stats, s, 10*sec+1)
 	}
-	r.qps.observe(r.table, s, 11*sec)
+	r.qps.observe(r.stats, s, 11*sec)
 	busy := r.qps.factor.Load()
 	if busy > 0.2 {
 		t.Fatalf("after 100 responses in a second the factor is %v", busy)
 	}
-	r.qps.observe(r.table, s, 11*sec-1)
+	r.qps.observe(r.stats, s, 11*sec-1)
 	if got := r.qps.factor.Load(); got != busy || r.qps.second.Load() != 11 {
 		t.Errorf("a late reading changed the factor to %v and the second to %d", got, r.qps.second.Load())
 	}

@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// Stats counts the outcomes of Debit. An RRL keeps them per shard and
-// GetStats sums them; a Stats value itself is not safe for concurrent use.
+// Stats counts the outcomes of Debit. An RRL keeps them in stripes (so that
+// processors counting at once do not write the same memory) and GetStats
+// sums them; a Stats value itself is not safe for concurrent use.
 type Stats struct {
 	RPS       [AllowanceLast]int64 // Debit calls by category, since the last zeroing
 	Actions   [ActionLast]int64
@@ -47,12 +48,18 @@ func (s *Stats) Add(from *Stats) {
 
 // count records one Debit outcome.
 func (s *Stats) count(cat AllowanceCategory, act Action, ipr IPReason, rtr RTReason) {
+	s.countN(cat, act, ipr, rtr, 1)
+}
+
+// countN records n Debit outcomes alike; a category out of range counts
+// in none.
+func (s *Stats) countN(cat AllowanceCategory, act Action, ipr IPReason, rtr RTReason, n int64) {
 	if cat < AllowanceLast {
-		s.RPS[cat]++
+		s.RPS[cat] += n
 	}
-	s.Actions[act]++
-	s.IPReasons[ipr]++
-	s.RTReasons[rtr]++
+	s.Actions[act] += n
+	s.IPReasons[ipr] += n
+	s.RTReasons[rtr] += n
 }
 
 // String returns the counters on one line, each with its label (the

@@ -84,13 +84,7 @@ func (s *stripe) addTo(sum *Stats, zero bool) {
 	}
 	for cat := range s.common {
 		for i, o := range commonOutcomeOf {
-			n := read(&s.common[cat][i])
-			if cat < int(AllowanceLast) {
-				sum.RPS[cat] += n
-			}
-			sum.Actions[o.act] += n
-			sum.IPReasons[o.ipr] += n
-			sum.RTReasons[o.rtr] += n
+			sum.countN(AllowanceCategory(cat), o.act, o.ipr, o.rtr, read(&s.common[cat][i]))
 		}
 	}
 	for i := range s.rps {

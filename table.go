@@ -1,388 +1,392 @@
 package rrl
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
 
-// The table of accounts is split into shards, each with its own lock, so
-// that Debit calls for different accounts rarely wait for each other. Each
-// shard holds at most its share of max-table-size accounts, finds them
-// through an open-addressing index (linear probing over 8-byte slots, so a
-// miss reads one cache line and no account), and keeps two LRU lists:
-// accounts in credit at their last debit, and accounts in debt.
+// The table of accounts is an array of buckets, each one 64-byte cache
+// line holding five accounts: 12 bytes an account and 4 spare. An
+// account's key (see hashKey.account) picks its bucket with its high half
+// and tells it apart from the others in the bucket with a 28-bit tag from
+// its low half, beside its 3-bit kind. A bucket holds an account's two
+// words: its ident (tag, kind) and its balance (see balance). The bucket
+// is all a Debit reads and writes of the table: it finds the account by
+// its ident and debits it with one compare-and-swap of the balance,
+// without a lock.
 //
-// A shard's accounts and index grow with it, doubling, up to the size its
-// share of max-table-size needs, so that a table holding few accounts is
-// small and stays in the processor's caches. Growing copies one shard's
-// accounts or index, and a shard holds at most 16,384 accounts (large
-// tables have more shards), so no step copies much; once a shard is full
-// nothing grows again.
+// A new account takes an empty place in its bucket, or the place of the
+// account with the most credit, which is the one least recently debited
+// among those in credit: an account in credit goes before one in debt,
+// and among accounts in debt the one least in debt goes first. So the
+// account of a network under a flood, deep in debt, survives a spray of
+// spoofed sources, even of sources that drive their own accounts into
+// debt, unless every account of its bucket is deeper in debt still. Where
+// BIND recycles the least recently used of all accounts, this table
+// recycles among five; it never refuses a new account and never scans.
 //
-// When a shard is full, a new account takes the place of, in this order:
-// the least recently used account in debt if it has since paid its debt
-// off; the least recently used account in credit; if every account went
-// into debt, the first of the 16 least recently used that has since paid
-// it off; the least recently used account. So the victim of a flood, whose
-// account stays in debt, keeps it while spoofed sources churn through the
-// rest (BIND's choice). Every step is O(1): nothing scans the table.
+// The array is allocated in pages, each on first use, so that a table
+// holding few accounts costs little: an empty table is an array of page
+// pointers (8 bytes for every 16 buckets in tables up to 327,680 accounts,
+// fewer in larger ones).
 
-// account is one rate-limiting account. Its fields are at most 4-byte
-// aligned, so that it takes 28 bytes rather than 32.
-type account struct {
-	key          pair   // the account's key
-	tat          pair   // time at which the balance is zero: in debt while tat > now
-	older, newer uint32 // neighbours in the shard's LRU list
-	slip         uint8  // BIND's slip counter: slip when it is 0
-	list         uint8  // listCredit or listDebt
-	limited      bool   // in a limiting episode (for Event)
-	kind         byte   // category or kindRequests/kindAll (for Event)
+// slotsPerBucket is the number of accounts in a bucket.
+const slotsPerBucket = 5
+
+// bucket is one cache line of accounts. An account's ident says which
+// account a place holds: 0 for none; its tag, its kind and a set low bit;
+// the same with the low bit clear while it moves in. Its balance is valid
+// while its ident is.
+type bucket struct {
+	balance [slotsPerBucket]atomic.Uint64
+	ident   [slotsPerBucket]atomic.Uint32
+	_       uint32
 }
 
-// pair holds an int64 as two uint32 halves.
-type pair struct{ lo, hi uint32 }
+// identOf returns the ident of the account whose key is key. Tag 0 is
+// read as tag 1, so that no ident moving in is 0.
+func identOf(key uint64, kind LimitKind) uint32 {
+	return max(uint32(key)&^0xf, 0x10) | uint32(kind)<<1 | 1
+}
 
-func split(v uint64) pair   { return pair{uint32(v), uint32(v >> 32)} }
-func (p pair) join() uint64 { return uint64(p.hi)<<32 | uint64(p.lo) }
+// kindOf returns the kind of the account whose ident is id.
+func kindOf(id uint32) LimitKind { return LimitKind(id >> 1 & 7) }
 
-// Account indexes are 1-based so that 0 means none.
-const none = 0
+// bucketTable is the table of accounts.
+type bucketTable struct {
+	buckets     uint64 // number of buckets
+	base, extra uint64 // bucket i holds base accounts, one more if i < extra
+	pageShift   uint   // a page holds 1<<pageShift buckets
+	pages       []atomic.Pointer[[]bucket]
 
+	sweepMu sync.Mutex
+	sweepAt uint64 // the bucket where the next sweep starts
+}
+
+// minPageShift and maxPages size pages: 16 buckets (1 KB) at least, and
+// at most 4,096 pages, so that an empty table of any size is small.
 const (
-	listCredit = iota
-	listDebt
+	minPageShift = 4
+	maxPages     = 4096
 )
 
-// slot is an entry of a shard's index: the low half of an account's key
-// (which also places the slot) and the account's index; 0 marks it empty.
-type slot struct{ lo, i uint32 }
-
-// maxLoad bounds the share of index slots in use, which keeps probe
-// sequences short.
-const maxLoad = 0.75
-
-// lru is a doubly-linked list threaded through account.older/newer.
-type lru struct{ newest, oldest uint32 }
-
-type shard struct {
-	mu    sync.Mutex
-	accts []account // accounts 1..n; account 0 is unused
-	n     uint32    // accounts in use
-	limit uint32    // most accounts this shard may hold
-	slots []slot    // the index; never more than maxLoad full
-	room  uint32    // accounts the index has room for
-	lists [2]lru
-	stats Stats        // under mu; CacheLength unused
-	qps   atomic.Int64 // responses counted for qps-scale
-	_     [64]byte     // keep neighbouring shards' locks off one cache line
-}
-
-type table struct {
-	shards []shard
-	shift  uint // the top bits of a key choose its shard
-}
-
-// minShardSize keeps shards large enough that per-shard LRU order stays a
-// good stand-in for the global order; fewShards is enough for the cores
-// that one RRL is likely to be called from. Tables larger than fewShards
-// times maxShardSize have more shards, so that growing a shard never
-// copies much.
-const (
-	minShardSize = 256
-	fewShards    = 64
-	maxShardSize = 1 << 14
-)
-
-// minRoom is how many accounts a shard has room for at first, in its index
-// and in its array of accounts.
-const minRoom = 16
-
-func newTable(size int) *table {
-	n := 1
-	for n < fewShards && size/(n*2) >= minShardSize || (size+n-1)/n > maxShardSize {
-		n *= 2
+func newBucketTable(size int) *bucketTable {
+	nb := (uint64(size) + slotsPerBucket - 1) / slotsPerBucket
+	t := &bucketTable{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, pageShift: minPageShift}
+	for nb>>t.pageShift > maxPages {
+		t.pageShift++
 	}
-	t := &table{shards: make([]shard, n), shift: 64}
-	for m := n; m > 1; m /= 2 {
-		t.shift--
-	}
-	for i := range t.shards {
-		s := &t.shards[i]
-		s.limit = uint32(size / n)
-		if i < size%n {
-			s.limit++
-		}
-		s.resize(min(minRoom, s.limit))
-	}
+	t.pages = make([]atomic.Pointer[[]bucket], (nb+1<<t.pageShift-1)>>t.pageShift)
 	return t
 }
 
-// indexLen is the length of an index with room for n accounts.
-func indexLen(n uint32) int { return int(float64(n)/maxLoad) + 1 }
+// index returns the number of the bucket of the account whose key is key:
+// the key's high half scaled to the number of buckets.
+func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.buckets >> 32 }
 
-// resize gives the index room for n accounts, moving the slots in use to
-// their places in the new index. It reads the index alone: a slot holds
-// the part of the key that places it.
-func (s *shard) resize(n uint32) {
-	old := s.slots
-	s.slots, s.room = make([]slot, indexLen(n)), n
-	for _, sl := range old {
-		if sl.i == none {
-			continue
-		}
-		p := s.home(sl.lo)
-		for s.slots[p].i != none {
-			p = s.next(p)
-		}
-		s.slots[p] = sl
+// bucket returns bucket i, allocating its page if it has none yet.
+func (t *bucketTable) bucket(i uint64) *bucket {
+	if p := t.pages[i>>t.pageShift].Load(); p != nil {
+		return &(*p)[i&(1<<t.pageShift-1)]
 	}
+	return t.allocate(i)
 }
 
-func (t *table) shard(key uint64) *shard {
-	if t.shift == 64 {
-		return &t.shards[0]
+func (t *bucketTable) allocate(i uint64) *bucket {
+	first := i >> t.pageShift << t.pageShift
+	p := make([]bucket, min(1<<t.pageShift, t.buckets-first))
+	if !t.pages[i>>t.pageShift].CompareAndSwap(nil, &p) {
+		return t.bucket(i) // another Debit allocated it first
 	}
-	return &t.shards[key>>t.shift]
+	return &p[i-first]
 }
 
-func (s *shard) at(i uint32) *account { return &s.accts[i] }
+// capacity returns how many accounts bucket i holds: five, except in a
+// table whose size is not a multiple of five.
+func (t *bucketTable) capacity(i uint64) int {
+	if i < t.extra {
+		return int(t.base) + 1
+	}
+	return int(t.base)
+}
 
-// recycled describes an account whose place a new one took, for Event.
-type recycled struct {
-	key     uint64
-	kind    byte
+// accountRef refers to an account in its bucket: its place and its ident,
+// by which load checks that the place still holds it.
+type accountRef struct {
+	b  *bucket
+	i  int
+	id uint32
+}
+
+// load returns the account's balance, and false if the account has lost
+// its place since the reference was made.
+func (a accountRef) load() (balance, bool) {
+	v := balance(a.b.balance[a.i].Load())
+	// A new account moving in changes the ident before the balance:
+	// reading the ident after the balance proves that the balance is
+	// this account's.
+	return v, a.b.ident[a.i].Load() == a.id
+}
+
+// store replaces the balance old, as load returned it, by new, and
+// reports whether it did: false if another Debit changed it, or a new
+// account moved in, since.
+func (a accountRef) store(old, new balance) bool {
+	return a.b.balance[a.i].CompareAndSwap(uint64(old), uint64(new))
+}
+
+// gone describes an account whose limiting episode ended without a Debit
+// of its own (its place taken, or found quiet), for Event.
+type gone struct {
+	account uint64 // Event.Account
+	kind    LimitKind
 	limited bool
 }
 
-// debit finds or creates (see add) the account for key and debits it
-// against l at now (see account.charge), and makes it the most recently
-// used of the list its balance puts it on. It returns the account, whether
-// it is in debt, and the account whose place it took, if any. The caller
-// holds s.mu.
-func (s *shard) debit(key uint64, kind byte, now int64, l limit) (a *account, inDebt bool, gone recycled) {
-	p, i := s.find(key)
-	if i == none {
-		i, gone = s.add(p, key, now, l.credit, kind)
-	}
-	a = s.at(i)
-	inDebt = a.charge(now, l)
-	list := uint8(listCredit)
-	if inDebt {
-		list = listDebt
-	}
-	if a.list != list || s.lists[list].newest != i {
-		s.remove(i)
-		s.push(i, list)
-	}
-	return a, inDebt, gone
+// accountID is Event.Account for the account with ident id in bucket i:
+// unique among the accounts held at one time.
+func accountID(i uint64, id uint32) uint64 { return i<<32 | uint64(id) }
+
+// accountID is Event.Account for the account whose key is key.
+func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
+	return accountID(t.index(key), identOf(key, kind))
 }
 
-// add creates the account for key at slot p, where find did not find it,
-// with tat set so that it holds full credit at now, and returns its index.
-// gone describes the account whose place it took, if any.
-func (s *shard) add(p int, key uint64, now, credit int64, kind byte) (i uint32, gone recycled) {
-	if s.n < s.limit {
-		if s.n == s.room {
-			s.resize(min(2*s.room, s.limit))
-			p, _ = s.find(key)
+// maxWaits bounds how often find looks again at a bucket where the
+// account it seeks is moving in, yielding the processor in between, before
+// it adds the account itself. The wait is for two stores of another Debit;
+// it ends early only if that Debit's goroutine is held up between them.
+// Then the account is added twice: the copy in the later place lies unused
+// until recycled, and the debits made to it are lost.
+const maxWaits = 100
+
+// find returns the account for key, adding it with full credit (see
+// add) if the table does not hold it, and the account whose place it
+// took, if that one was being limited.
+func (t *bucketTable) find(key uint64, kind LimitKind, now int64, l limit, s *stripe) (accountRef, gone) {
+	i := t.index(key)
+	b, n, id := t.bucket(i), t.capacity(i), identOf(key, kind)
+	for waits := 0; ; waits++ {
+		moving := false
+		for j := range n {
+			switch b.ident[j].Load() {
+			case id:
+				return accountRef{b, j, id}, gone{}
+			case id &^ 1:
+				moving = true
+			}
 		}
-		i = s.grow()
-	} else {
-		i = s.victim(now)
-		a := s.at(i)
-		gone = recycled{a.key.join(), a.kind, a.limited}
-		s.unindex(s.position(a.key.join(), i))
-		s.remove(i)
-		s.stats.Evictions++
-		p, _ = s.find(key) // closing the hole may have moved slots
-	}
-	s.slots[p] = slot{lo: uint32(key), i: i}
-	*s.at(i) = account{key: split(key), tat: split(uint64(now - credit)), kind: kind}
-	s.push(i, listCredit)
-	return i, gone
-}
-
-// grow takes a new account index. When the accounts are all in use, their
-// array doubles, up to as many as the shard may hold; the copy keeps every
-// account at its index.
-func (s *shard) grow() uint32 {
-	s.n++
-	if int(s.n) >= len(s.accts) {
-		n := min(max(2*len(s.accts), minRoom), int(s.limit)+1)
-		s.accts = append(make([]account, 0, n), s.accts...)[:n]
-	}
-	return s.n
-}
-
-// victim chooses the account to recycle in a full shard (see the top of
-// this file).
-func (s *shard) victim(now int64) uint32 {
-	credit := s.lists[listCredit].oldest
-	search := 1
-	if credit == none {
-		search = repaidSearch
-	}
-	if i := s.repaid(now, search); i != none {
-		return i
-	}
-	if credit != none {
-		return credit
-	}
-	return s.lists[listDebt].oldest
-}
-
-// repaidSearch bounds how far victim looks along the debt list for an
-// account that has paid off its debt when no account is in credit.
-// Accounts move to the credit list only when debited, so a shard whose
-// accounts all went into debt may hold some that have since paid it off;
-// recycling one of them spares an account still in debt.
-const repaidSearch = 16
-
-// repaid returns the least recently used account on the debt list that has
-// paid off its debt, looking at the n least recently used only, or none.
-func (s *shard) repaid(now int64, n int) uint32 {
-	for i := s.lists[listDebt].oldest; i != none && n > 0; i, n = s.at(i).newer, n-1 {
-		if int64(s.at(i).tat.join()) <= now {
-			return i
+		if moving && waits < maxWaits {
+			runtime.Gosched()
+			continue
+		}
+		if ref, g, ok := t.add(b, i, n, id, now, l, s); ok {
+			return ref, g
 		}
 	}
-	return none
 }
 
-// home is where key's probe sequence starts: the low half of the key
-// reduced to the index's length by multiplication, so the index need not be
-// a power of two.
-func (s *shard) home(lo uint32) int { return int(uint64(lo) * uint64(len(s.slots)) >> 32) }
-
-func (s *shard) next(p int) int {
-	if p++; p == len(s.slots) {
-		return 0
+// add puts the account with ident id in bucket i (b, holding n accounts),
+// in an empty place or in that of the account with the most credit
+// (victim), with full credit at now. It fails if another Debit changed
+// that place first.
+func (t *bucketTable) add(b *bucket, i uint64, n int, id uint32, now int64, l limit, s *stripe) (accountRef, gone, bool) {
+	j, old := victim(b, n, now)
+	if j < 0 || !b.ident[j].CompareAndSwap(old, id&^1) {
+		return accountRef{}, gone{}, false
 	}
-	return p
-}
-
-// find returns the slot and index of the account for key, or the empty
-// slot where it belongs and none. It is kept small enough for the compiler
-// to inline it into every Debit.
-func (s *shard) find(key uint64) (int, uint32) {
-	lo, hi := uint32(key), uint32(key>>32)
-	p := s.home(lo)
+	// A Debit of the old account that read its ident before it changed may
+	// still change its balance: swap in the new one with a new
+	// generation, so that such a Debit fails rather than debit the new
+	// account, and so that the old account's last state is known.
+	var was balance
 	for {
-		if sl := s.slots[p]; sl.i == none || sl.lo == lo && s.accts[sl.i].key.hi == hi {
-			return p, sl.i
-		}
-		if p++; p == len(s.slots) {
-			p = 0
-		}
-	}
-}
-
-// position returns the slot of account i, whose key is key.
-func (s *shard) position(key uint64, i uint32) int {
-	p := s.home(uint32(key))
-	for s.slots[p].i != i {
-		p = s.next(p)
-	}
-	return p
-}
-
-// unindex empties slot p and shifts back later slots of the same run that
-// may move closer to their home, so that no probe sequence is broken.
-func (s *shard) unindex(p int) {
-	for q := s.next(p); s.slots[q].i != none; q = s.next(q) {
-		h := s.home(s.slots[q].lo)
-		// The slot at q may fill the hole at p unless its home lies
-		// cyclically after p and at or before q.
-		if (p <= q && (h <= p || h > q)) || (p > q && h <= p && h > q) {
-			s.slots[p] = s.slots[q]
-			p = q
-		}
-	}
-	s.slots[p] = slot{}
-}
-
-// charge debits the account by l.interval at now and reports whether it
-// is in debt afterwards. The balance (now - tat) earns credit
-// continuously, holds at most l.credit nanoseconds of it, and sinks at most
-// l.debt nanoseconds deep.
-//
-// An account that has earned back full credit starts its slip count afresh,
-// as BIND's does.
-func (a *account) charge(now int64, l limit) bool {
-	tat := int64(a.tat.join())
-	if full := now - l.credit; tat <= full {
-		tat, a.slip = full, 0
-	}
-	tat = min(tat+l.interval, now+l.debt)
-	a.tat = split(uint64(tat))
-	return tat > now
-}
-
-// quiet moves up to max accounts that went into debt but have been out of
-// it since before the given time from the debt list to the oldest end of
-// the credit list, and returns those that were in a limiting episode,
-// which it ends. It walks the debt list from its least recently used end
-// and stops at the first account still too recent, so its work is paid
-// for by the episodes it ends (BIND's log_stops stops the same way).
-func (s *shard) quiet(before int64, max int, ended []recycled) []recycled {
-	for n := 0; n < max; n++ {
-		i := s.lists[listDebt].oldest
-		if i == none {
+		was = balance(b.balance[j].Load())
+		if b.balance[j].CompareAndSwap(uint64(was), uint64(fullCredit(now, l, was.generation()+1))) {
 			break
 		}
-		a := s.at(i)
-		if int64(a.tat.join()) > before {
-			break
+	}
+	b.ident[j].Store(id)
+	if old == 0 {
+		s.held.Add(1)
+		return accountRef{b, j, id}, gone{}, true
+	}
+	s.evictions.Add(1)
+	return accountRef{b, j, id}, gone{accountID(i, old), kindOf(old), was.limited()}, true
+}
+
+// victim returns the place in b for a new account and the ident it holds:
+// the first empty place, else the account with the earliest tat, which is
+// the one with the most credit or the least debt; -1 if new accounts are
+// moving into every place.
+func victim(b *bucket, n int, now int64) (int, uint32) {
+	j, id, earliest := -1, uint32(0), int64(0)
+	for k := range n {
+		switch v := b.ident[k].Load(); {
+		case v == 0:
+			return k, 0
+		case v&1 == 1: // not moving in
+			if tat := balance(b.balance[k].Load()).tat(now); j < 0 || tat < earliest {
+				j, id, earliest = k, v, tat
+			}
 		}
-		if a.limited {
-			a.limited = false
-			ended = append(ended, recycled{a.key.join(), a.kind, true})
+	}
+	return j, id
+}
+
+// sweepBuckets bounds the buckets that one sweep looks at: 2 MB of table,
+// 163,840 accounts, so that a table of the default size is swept whole.
+const sweepBuckets = 32768
+
+// sweep ends the limiting episodes of accounts out of debt since before,
+// looking at up to max buckets from where the last sweep stopped, and
+// appends them to ended. It also moves the tat of an account idle for
+// longer than staleAge forward (see balance), so that wrapping time never
+// reads it as recent.
+func (t *bucketTable) sweep(now, before int64, max uint64, ended []gone) []gone {
+	t.sweepMu.Lock()
+	defer t.sweepMu.Unlock()
+	max = min(max, t.buckets)
+	for range max {
+		i := t.sweepAt
+		if t.sweepAt++; t.sweepAt == t.buckets {
+			t.sweepAt = 0
 		}
-		s.remove(i)
-		s.pushOldest(i, listCredit)
+		p := t.pages[i>>t.pageShift].Load()
+		if p == nil {
+			continue
+		}
+		b := &(*p)[i&(1<<t.pageShift-1)]
+		for j := range t.capacity(i) {
+			ref := accountRef{b, j, b.ident[j].Load()}
+			if ref.id&1 == 0 {
+				continue // empty or moving in
+			}
+			if ref.quiet(now, before) {
+				ended = append(ended, gone{accountID(i, ref.id), kindOf(ref.id), true})
+			}
+		}
 	}
 	return ended
 }
 
-// pushOldest makes account i the oldest of list l.
-func (s *shard) pushOldest(i uint32, l uint8) {
-	a := s.at(i)
-	list := &s.lists[l]
-	a.list, a.older, a.newer = l, none, list.oldest
-	if list.oldest != none {
-		s.at(list.oldest).older = i
-	} else {
-		list.newest = i
+// quiet ends the account's episode if it is limited and has been out of
+// debt since before, and reports whether it ended one. It also moves the
+// tat of an account idle for longer than staleAge forward.
+func (a accountRef) quiet(now, before int64) bool {
+	for {
+		v, ok := a.load()
+		if !ok {
+			return false
+		}
+		w := v
+		if v.limited() && v.tat(now) <= before {
+			w = w.withLimited(false)
+		}
+		if v.tat(now) < now-staleAge {
+			w = w.withTat(now - staleAge)
+		}
+		if w == v {
+			return false
+		}
+		if a.store(v, w) {
+			return v.limited() && !w.limited()
+		}
 	}
-	list.oldest = i
 }
 
-// push makes account i the newest of list l.
-func (s *shard) push(i uint32, l uint8) {
-	a := s.at(i)
-	list := &s.lists[l]
-	a.list, a.older, a.newer = l, list.newest, none
-	if list.newest != none {
-		s.at(list.newest).newer = i
-	} else {
-		list.oldest = i
+// balance is an account's state in one word, so that one compare-and-swap
+// changes it:
+//
+//	bits 0-55   tat, the time at which the balance is zero, in nanoseconds
+//	            of internal time, modulo 2^56 (834 days)
+//	bits 56-59  BIND's slip counter: the next limited response slips at 0
+//	bits 60     in a limiting episode (for Event)
+//	bits 61-63  generation, advanced when a new account takes the place
+//
+// The account is in debt while tat > now. Its balance, now - tat, holds at
+// most a second's worth of credit (at most 100 s, for the slowest rates)
+// and sinks at most window seconds (at most 3,600) into debt, so a live
+// tat lies within an hour of now and 56 bits tell it apart from now
+// unambiguously for 417 days either side. A tat further ahead than any
+// debt can be is one from over 417 days ago, wrapped: it reads as that
+// old. Only an account idle for a multiple of 834 days, give or take the
+// hour, could read as recent; the sweep of EndQuietEpisodes moves the tat
+// of every account idle for over 208 days forward (still ancient), so a
+// server that calls it now and then never meets that case.
+type balance uint64
+
+const (
+	tatBits       = 56
+	tatMask       = 1<<tatBits - 1
+	slipShift     = 56
+	slipMask      = 0xf << slipShift
+	limitedBit    = 1 << 60
+	generationOne = 1 << 61
+
+	// maxAhead is further ahead of now than any tat can be: the longest
+	// window plus the longest interval, and a margin.
+	maxAhead = 3800 * int64(1e9)
+	// staleAge is how long an account may be idle before a sweep moves
+	// its tat forward: a quarter of the 56-bit range.
+	staleAge = int64(1) << (tatBits - 2)
+)
+
+// tat returns the account's tat as internal time, read relative to now.
+func (v balance) tat(now int64) int64 {
+	d := int64((uint64(v)-uint64(now))<<(64-tatBits)) >> (64 - tatBits)
+	if d > maxAhead {
+		d = -1 << (tatBits - 1) // wrapped from the far past
 	}
-	list.newest = i
+	return now + d
 }
 
-// remove takes account i out of its list.
-func (s *shard) remove(i uint32) {
-	a := s.at(i)
-	list := &s.lists[a.list]
-	if a.older != none {
-		s.at(a.older).newer = a.newer
-	} else {
-		list.oldest = a.newer
+func (v balance) slip() uint8         { return uint8(v >> slipShift & 0xf) }
+func (v balance) limited() bool       { return v&limitedBit != 0 }
+func (v balance) generation() balance { return v / generationOne }
+
+func (v balance) withTat(tat int64) balance { return v&^tatMask | balance(uint64(tat)&tatMask) }
+func (v balance) withSlip(n uint8) balance  { return v&^slipMask | balance(n)<<slipShift }
+func (v balance) withLimited(on bool) balance {
+	if on {
+		return v | limitedBit
 	}
-	if a.newer != none {
-		s.at(a.newer).older = a.older
-	} else {
-		list.newest = a.older
+	return v &^ limitedBit
+}
+
+// fullCredit is the balance of a new account of generation g: full
+// credit at now, slip counter 0, not limited.
+func fullCredit(now int64, l limit, g balance) balance {
+	return (g * generationOne).withTat(now - l.credit)
+}
+
+// charge debits the account by l.interval at now and returns its new
+// balance and whether it is in debt. The balance earns credit
+// continuously, holds at most l.credit nanoseconds of it, and sinks at
+// most l.debt nanoseconds deep. An account that has earned back full
+// credit starts its slip count afresh, as BIND's does.
+func (v balance) charge(now int64, l limit) (balance, bool) {
+	tat := v.tat(now)
+	if full := now - l.credit; tat <= full {
+		tat, v = full, v.withSlip(0)
 	}
-	a.older, a.newer = none, none
+	tat = min(tat+l.interval, now+l.debt)
+	return v.withTat(tat), tat > now
+}
+
+// slipOrDrop applies BIND's slip counter to a limited response: the first
+// limited response slips, then every ratio-th. Errors never slip.
+func (v balance) slipOrDrop(kind LimitKind, ratio int) (Action, balance) {
+	if kind == LimitErrors || ratio == 0 {
+		return Drop, v
+	}
+	act, n := Drop, v.slip()
+	if n == 0 {
+		act = Slip
+	}
+	if n++; int(n) >= ratio {
+		n = 0
+	}
+	return act, v.withSlip(n)
 }

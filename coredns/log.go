@@ -176,13 +176,13 @@ func (l *logLimiter) takeSuppressed() int64 {
 }
 
 // limitNouns names what an allowance limits, in the words of BIND's log.
-var limitNouns = map[string]string{
-	"responses-per-second": "responses",
-	"referrals-per-second": "referral responses",
-	"nodata-per-second":    "NODATA responses",
-	"nxdomains-per-second": "NXDOMAIN responses",
-	"errors-per-second":    "error responses",
-	"all-per-second":       "all responses",
+var limitNouns = map[core.LimitKind]string{
+	core.LimitResponses: "responses",
+	core.LimitReferrals: "referral responses",
+	core.LimitNoData:    "NODATA responses",
+	core.LimitNXDomains: "NXDOMAIN responses",
+	core.LimitErrors:    "error responses",
+	core.LimitAll:       "all responses",
 }
 
 // describe renders an event as one log line, such as
@@ -197,10 +197,10 @@ func describe(ev core.Event, reportOnly bool) string {
 	} else {
 		b.WriteString("limit ")
 	}
-	if ev.Limit == "requests-per-second" {
+	if ev.LimitKind == core.LimitRequests || ev.LimitKind == core.LimitProvenRequests {
 		b.WriteString("requests from ")
 	} else {
-		noun, ok := limitNouns[ev.Limit]
+		noun, ok := limitNouns[ev.LimitKind]
 		if !ok {
 			noun = "responses"
 		}
@@ -223,17 +223,17 @@ func describe(ev core.Event, reportOnly bool) string {
 	}
 	if ev.Evicted {
 		b.WriteString(" (account recycled: table full)")
-	} else if ev.Limit != "" {
-		b.WriteString(" (" + ev.Limit + ")")
+	} else {
+		b.WriteString(" (" + ev.LimitKind.String() + ")")
 	}
 	return b.String()
 }
 
 // tupleNamed reports whether the event's account is per name; the per
-// network limits (all-per-second, requests-per-second) and errors are not.
+// network limits (all-per-second, the request limits) and errors are not.
 func tupleNamed(ev core.Event) bool {
-	switch ev.Limit {
-	case "all-per-second", "requests-per-second", "errors-per-second":
+	switch ev.LimitKind {
+	case core.LimitAll, core.LimitRequests, core.LimitProvenRequests, core.LimitErrors:
 		return false
 	}
 	return ev.Tuple.AllowanceCategory != core.AllowanceError
