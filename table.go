@@ -26,10 +26,11 @@ import (
 // BIND recycles the least recently used of all accounts, this table
 // recycles among five; it never refuses a new account and never scans.
 //
-// The array is allocated in pages, each on first use, so that a table
-// holding few accounts costs little: an empty table is an array of page
-// pointers (8 bytes for every 16 buckets in tables up to 327,680 accounts,
-// fewer in larger ones).
+// The array is allocated in pages of 64 buckets (4 KB, 320 accounts), each
+// on first use, so that a table holding few accounts costs little: an empty
+// table is an array of page pointers, 8 bytes for every 320 accounts of
+// max-table-size (2.5 KB for the default size), and each account added
+// costs at most a page until the table is a page for every 320 accounts.
 
 // slotsPerBucket is the number of accounts in a bucket.
 const slotsPerBucket = 5
@@ -57,27 +58,21 @@ func kindOf(id uint32) LimitKind { return LimitKind(id >> 1 & 7) }
 type bucketTable struct {
 	buckets     uint64 // number of buckets
 	base, extra uint64 // bucket i holds base accounts, one more if i < extra
-	pageShift   uint   // a page holds 1<<pageShift buckets
-	pages       []atomic.Pointer[[]bucket]
+	pages       []atomic.Pointer[page]
 
 	sweepMu sync.Mutex
 	sweepAt uint64 // the bucket where the next sweep starts
 }
 
-// minPageShift and maxPages size pages: 16 buckets (1 KB) at least, and
-// at most 4,096 pages, so that an empty table of any size is small.
-const (
-	minPageShift = 4
-	maxPages     = 4096
-)
+// page is the unit in which a table is allocated: 64 buckets, 4 KB.
+type page [pageBuckets]bucket
+
+const pageBuckets = 64
 
 func newBucketTable(size int) *bucketTable {
 	nb := (uint64(size) + slotsPerBucket - 1) / slotsPerBucket
-	t := &bucketTable{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, pageShift: minPageShift}
-	for nb>>t.pageShift > maxPages {
-		t.pageShift++
-	}
-	t.pages = make([]atomic.Pointer[[]bucket], (nb+1<<t.pageShift-1)>>t.pageShift)
+	t := &bucketTable{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb}
+	t.pages = make([]atomic.Pointer[page], (nb+pageBuckets-1)/pageBuckets)
 	return t
 }
 
@@ -87,19 +82,18 @@ func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.buckets 
 
 // bucket returns bucket i, allocating its page if it has none yet.
 func (t *bucketTable) bucket(i uint64) *bucket {
-	if p := t.pages[i>>t.pageShift].Load(); p != nil {
-		return &(*p)[i&(1<<t.pageShift-1)]
+	if p := t.pages[i/pageBuckets].Load(); p != nil {
+		return &p[i%pageBuckets]
 	}
 	return t.allocate(i)
 }
 
 func (t *bucketTable) allocate(i uint64) *bucket {
-	first := i >> t.pageShift << t.pageShift
-	p := make([]bucket, min(1<<t.pageShift, t.buckets-first))
-	if !t.pages[i>>t.pageShift].CompareAndSwap(nil, &p) {
+	p := new(page)
+	if !t.pages[i/pageBuckets].CompareAndSwap(nil, p) {
 		return t.bucket(i) // another Debit allocated it first
 	}
-	return &p[i-first]
+	return &p[i%pageBuckets]
 }
 
 // capacity returns how many accounts bucket i holds: five, except in a
@@ -253,11 +247,11 @@ func (t *bucketTable) sweep(now, before int64, max uint64, ended []gone) []gone 
 		if t.sweepAt++; t.sweepAt == t.buckets {
 			t.sweepAt = 0
 		}
-		p := t.pages[i>>t.pageShift].Load()
+		p := t.pages[i/pageBuckets].Load()
 		if p == nil {
 			continue
 		}
-		b := &(*p)[i&(1<<t.pageShift-1)]
+		b := &p[i%pageBuckets]
 		for j := range t.capacity(i) {
 			ref := accountRef{b, j, b.ident[j].Load()}
 			if ref.id&1 == 0 {
