@@ -132,3 +132,80 @@ func stress(t *testing.T, clock *testClock, size int, more map[string]string) {
 		t.Errorf("the stress did not exercise limiting: %s, %d episodes", total, episodes.Load())
 	}
 }
+
+// TestConcurrentSharedAccounts has many goroutines debit the same few
+// accounts at once, so that their compare-and-swaps collide all the time:
+// on a still test clock every account sends exactly its allowance however
+// the goroutines interleave (a lost or doubled debit would change that),
+// and on a tiny table new accounts keep taking the places of accounts that
+// other goroutines are debiting. Run it under -race.
+func TestConcurrentSharedAccounts(t *testing.T) {
+	const goroutines, perG = 16, 2000
+	names := []string{"a.example.", "b.example.", "c.example.", "d.example."}
+	srcs := []net.Addr{udp("192.0.2.1"), udp("198.51.100.1"), udp("203.0.113.1")}
+	run := func(r *RRL) (sent int64) {
+		var wg sync.WaitGroup
+		var n atomic.Int64
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range perG {
+					k := g + i
+					if act, _, _ := r.Debit(srcs[k%len(srcs)], answer(names[k/len(srcs)%len(names)])); act == Send {
+						n.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return n.Load()
+	}
+
+	t.Run("exact allowance", func(t *testing.T) {
+		r := newTestRRL(t, newTestClock(), "responses-per-second", "5", "max-table-size", "1000")
+		for _, src := range srcs { // the accounts exist before the race
+			for _, name := range names {
+				r.Debit(src, answer(name))
+			}
+		}
+		accounts := int64(len(srcs) * len(names))
+		if sent := run(r); sent != 4*accounts {
+			t.Errorf("%d responses sent, want %d: four more for each of %d accounts", sent, 4*accounts, accounts)
+		}
+		if s := r.GetStats(false); s.Actions[Send] != 5*accounts || s.Evictions != 0 {
+			t.Errorf("stats %s", s)
+		}
+	})
+	t.Run("tiny table", func(t *testing.T) {
+		var starts, stops atomic.Int64
+		c := NewConfig()
+		c.SetValue("responses-per-second", "5")
+		c.SetValue("max-table-size", "7")
+		c.SetNowFunc(newTestClock().Now)
+		c.SetObserver(func(e Event) {
+			if e.Started {
+				starts.Add(1)
+			} else {
+				stops.Add(1)
+			}
+		})
+		r := NewRRL(c)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 200 {
+				r.EndQuietEpisodes(0)
+			}
+		}()
+		sent := run(r)
+		<-done
+		s := r.GetStats(false)
+		if s.Actions[Send]+s.Actions[Drop]+s.Actions[Slip] != goroutines*perG || s.Actions[Send] != sent {
+			t.Errorf("stats %s, %d sent", s, sent)
+		}
+		if s.Evictions == 0 || s.CacheLength > 7 || starts.Load() == 0 || stops.Load() > starts.Load() {
+			t.Errorf("stats %s, %d starts, %d stops", s, starts.Load(), stops.Load())
+		}
+	})
+}
