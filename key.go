@@ -16,9 +16,10 @@ import (
 // combined in pairs by a 128-bit multiplication whose halves are xored,
 // each word first xored with one of four secrets drawn at random for each
 // RRL. An attacker sees no hash and cannot learn the secrets, so cannot
-// choose sources or names that collide; two different keys share an
-// account only by chance, about once in 2^64 pairs. Everything stays in
-// registers: hashing is a few multiplications, with no buffer to fill.
+// choose sources or names that collide. The table keeps part of the key
+// (see table.go and the package documentation for the chance that two
+// accounts merge). Everything stays in registers: hashing is a few
+// multiplications, with no buffer to fill.
 
 // network is a client network: the source address masked to the prefix
 // length, held as the two halves of its 16-byte (IPv4-mapped for IPv4) form.

@@ -48,10 +48,9 @@ const commonOutcomes = 14
 
 func init() {
 	for _, ipr := range []IPReason{IPOk, IPNotConfigured} {
-		for _, o := range []outcome{{Send, ipr, RTOk}, {Drop, ipr, RTRateLimit}, {Slip, ipr, RTRateLimit},
-			{Send, ipr, RTNotConfigured}, {Send, ipr, RTNotUDP}, {Drop, ipr, RTAllLimit}} {
-			commonOutcomeOf = append(commonOutcomeOf, o)
-		}
+		commonOutcomeOf = append(commonOutcomeOf, outcome{Send, ipr, RTOk}, outcome{Drop, ipr, RTRateLimit},
+			outcome{Slip, ipr, RTRateLimit}, outcome{Send, ipr, RTNotConfigured}, outcome{Send, ipr, RTNotUDP},
+			outcome{Drop, ipr, RTAllLimit})
 	}
 	commonOutcomeOf = append(commonOutcomeOf, outcome{Send, IPExempt, RTNotReached}, outcome{Drop, IPRateLimit, RTNotReached})
 	for i, o := range commonOutcomeOf {
