@@ -15,7 +15,7 @@ type Stats struct {
 	RTReasons [RTLast]int64
 
 	CacheLength int   // accounts held now
-	Evictions   int64 // accounts recycled because the table was full, since the last zeroing
+	Evictions   int64 // accounts recycled because their bucket of the table was full, since the last zeroing
 }
 
 // Copy returns a copy of s and, if zeroAfter is true, zeroes s.

@@ -114,7 +114,7 @@ func describeStop(ev core.Event, start string, reportOnly bool) string {
 	b.WriteString("stop limiting ")
 	b.WriteString(what)
 	if ev.Evicted {
-		b.WriteString(" (account recycled: table full)")
+		b.WriteString(" (account recycled: its set in the table was full)")
 	}
 	return b.String()
 }
@@ -222,7 +222,7 @@ func describe(ev core.Event, reportOnly bool) string {
 		}
 	}
 	if ev.Evicted {
-		b.WriteString(" (account recycled: table full)")
+		b.WriteString(" (account recycled: its set in the table was full)")
 	} else {
 		b.WriteString(" (" + ev.LimitKind.String() + ")")
 	}

@@ -57,7 +57,7 @@ var (
 
 	evictionsDesc = prometheus.NewDesc(
 		prometheus.BuildFQName(plugin.Namespace, pluginName, "table_evictions_total"),
-		"Accounts recycled because the table was at max-table-size.",
+		"Accounts recycled because their set of five in the table was full.",
 		[]string{"server", "zone"}, nil)
 
 	limitedDesc = prometheus.NewDesc(
