@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 rev=${1:?usage: $0 REV [BENCH-REGEXP] [ROUNDS] [BENCHTIME]}
-bench=${2:-'Hot$|10k|Spray$|AllFeatures'}
+bench=${2:-'DebitHot$|AddrHot$|10k|Spray$|AllFeatures'}
 rounds=${3:-10}
 benchtime=${4:-1s}
 benchstat=$(command -v benchstat || echo "$(go env GOPATH)/bin/benchstat")
