@@ -187,13 +187,19 @@ func (t *bucketTable) find(key uint64, kind LimitKind, now int64, l limit, s *st
 // that place first.
 func (t *bucketTable) add(b *bucket, i uint64, n int, id uint32, now int64, l limit, s *stripe) (accountRef, gone, bool) {
 	j, old := victim(b, n, now)
-	if j < 0 || !b.ident[j].CompareAndSwap(old, id&^1) {
+	if j < 0 {
+		runtime.Gosched() // let the accounts moving in settle
+		return accountRef{}, gone{}, false
+	}
+	if !b.ident[j].CompareAndSwap(old, id&^1) {
 		return accountRef{}, gone{}, false
 	}
 	// A Debit of the old account that read its ident before it changed may
 	// still change its balance: swap in the new one with a new
 	// generation, so that such a Debit fails rather than debit the new
-	// account, and so that the old account's last state is known.
+	// account (unless eight new accounts moved in while it stood between
+	// its read and its write), and so that the old account's last state
+	// is known.
 	var was balance
 	for {
 		was = balance(b.balance[j].Load())
