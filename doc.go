@@ -86,6 +86,15 @@
 // most a day, so no clock can lock a client out or overflow the arithmetic.
 // An injected clock is read under a lock that all Debits share.
 //
+// An account keeps the time at which its balance is zero in 56 bits,
+// modulo 2^56 nanoseconds (834 days), and reads it relative to now: a live
+// account's lies within an hour of now, so it reads right across the
+// wrap; one from more than 417 days ago reads as long past. Only an
+// account idle for a multiple of 834 days give or take an hour could read
+// as recent, and EndQuietEpisodes moves the time of accounts idle for over
+// 208 days forward (still long past), so a server that calls it at least
+// every 200 days never meets that case.
+//
 // # Memory
 //
 // The table of accounts is an array of buckets, each one 64-byte cache
