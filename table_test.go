@@ -550,3 +550,45 @@ func TestStripeCounts(t *testing.T) {
 		t.Errorf("%d common outcomes, want %d", len(commonOutcomeOf), commonOutcomes)
 	}
 }
+
+// TestSweepKeepsIdleAccountsOld leaves an account in debt and idle for
+// years, with a sweep every hundred days: it must read as long past, never
+// as recent, however often internal time wraps its 56 bits. Without the
+// sweeps it would read as recent again after 834 days.
+func TestSweepKeepsIdleAccountsOld(t *testing.T) {
+	const day = 24 * int64(time.Hour)
+	l := limit{interval: int64(time.Second), credit: int64(time.Second), debt: 15 * int64(time.Second)}
+	for _, sweeps := range []bool{true, false} {
+		tb := newBucketTable(10)
+		st := &stripe{}
+		ref, _ := tb.find(1<<40, LimitResponses, 0, l, st)
+		v0, _ := ref.load()
+		v := v0
+		for range 20 {
+			v, _ = v.charge(0, l)
+		}
+		if !ref.store(v0, v) || v.tat(0) != l.debt { // in debt by the window
+			t.Fatalf("tat %d", v.tat(0))
+		}
+		recent := false
+		for now := int64(0); now < 3000*day; now += 100 * day {
+			if sweeps {
+				tb.sweep(now, now, sweepBuckets, nil)
+			}
+			// Where the 56 bits wrap within the next hundred days, the
+			// moment at which an unswept tat would read as 10 s ahead.
+			wrap := (now/(1<<tatBits) + 1) << tatBits
+			for _, at := range []int64{now, wrap + 5*int64(time.Second)} {
+				if at >= now+100*day {
+					continue
+				}
+				if v, _ := ref.load(); v.tat(at) > at-l.credit {
+					recent = true
+				}
+			}
+		}
+		if recent == sweeps {
+			t.Errorf("with sweeps %v: an idle account read as recent: %v", sweeps, recent)
+		}
+	}
+}
