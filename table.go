@@ -82,16 +82,12 @@ func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.buckets 
 
 // bucket returns bucket i, allocating its page if it has none yet.
 func (t *bucketTable) bucket(i uint64) *bucket {
-	if p := t.pages[i/pageBuckets].Load(); p != nil {
-		return &p[i%pageBuckets]
-	}
-	return t.allocate(i)
-}
-
-func (t *bucketTable) allocate(i uint64) *bucket {
-	p := new(page)
-	if !t.pages[i/pageBuckets].CompareAndSwap(nil, p) {
-		return t.bucket(i) // another Debit allocated it first
+	p := t.pages[i/pageBuckets].Load()
+	if p == nil {
+		p = new(page)
+		if !t.pages[i/pageBuckets].CompareAndSwap(nil, p) {
+			p = t.pages[i/pageBuckets].Load() // another Debit allocated it first
+		}
 	}
 	return &p[i%pageBuckets]
 }
@@ -157,10 +153,24 @@ const maxWaits = 100
 
 // find returns the account for key, adding it with full credit (see
 // add) if the table does not hold it, and the account whose place it
-// took, if that one was being limited.
+// took, if that one was being limited. Its first part, which finds an
+// account held, is small enough to be inlined into every Debit.
 func (t *bucketTable) find(key uint64, kind LimitKind, now int64, l limit, s *stripe) (accountRef, gone) {
-	i := t.index(key)
-	b, n, id := t.bucket(i), t.capacity(i), identOf(key, kind)
+	i, id := t.index(key), identOf(key, kind)
+	if p := t.pages[i/pageBuckets].Load(); p != nil {
+		b := &p[i%pageBuckets]
+		for j := range slotsPerBucket { // places past the capacity stay empty
+			if b.ident[j].Load() == id {
+				return accountRef{b, j, id}, gone{}
+			}
+		}
+	}
+	return t.findOrAdd(i, id, now, l, s)
+}
+
+// findOrAdd is find for an account that was not in its bucket a moment ago.
+func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, l limit, s *stripe) (accountRef, gone) {
+	b, n := t.bucket(i), t.capacity(i)
 	for waits := 0; ; waits++ {
 		moving := false
 		for j := range n {
