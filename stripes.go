@@ -28,6 +28,8 @@ type stripe struct {
 	evictions atomic.Int64
 	held      atomic.Int64 // accounts added to empty places
 	qps       atomic.Int64 // responses counted for qps-scale
+
+	_ [32]byte // a whole number of cache lines, so that stripes share none
 }
 
 // outcome is what a Debit decides, with its reasons.

@@ -514,6 +514,12 @@ func concurrentDebits(t *testing.T, tb *bucketTable, st *stripe, keys []uint64, 
 	wg.Wait()
 }
 
+func TestStripesShareNoCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(stripe{}); n%64 != 0 {
+		t.Errorf("a stripe takes %d bytes, not a whole number of cache lines", n)
+	}
+}
+
 func TestStripePicksOnePerGoroutine(t *testing.T) {
 	s := newStripes()
 	if len(s)&(len(s)-1) != 0 || len(s) < 16 {
