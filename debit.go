@@ -271,28 +271,34 @@ type debited struct {
 // it reads the account's balance, works out the new one (balance.charge,
 // the slip counter for a tuple account in debt, the episode flag) and
 // writes it with one compare-and-swap, again if another Debit changed the
-// balance in between. The observer hears at once of an account in a
-// limiting episode whose place the new account took.
+// balance in between. An account the table does not hold is added; the
+// observer hears at once of an account in a limiting episode whose place
+// it took.
 func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *stripe) debited {
+	i, id := r.table.index(key), identOf(key, kind)
+	ref, held := r.table.find(i, id)
 	for {
-		ref, g := r.table.find(key, kind, now, l, s)
-		if g.limited && r.observer != nil {
-			r.observer(Event{Evicted: true, Limit: g.kind.String(), LimitKind: g.kind, Account: g.account})
-		}
-		for {
-			old, ok := ref.load()
-			if !ok {
-				break // a new account took its place: find it again
-			}
-			v, inDebt := old.charge(now, l)
-			act := Send
-			if inDebt && kind < LimitRequests {
-				act, v = v.slipOrDrop(kind, r.slipRatio())
-			}
-			if ref.store(old, v.withLimited(inDebt)) {
-				return debited{inDebt, act, old.limited() != inDebt}
+		if !held {
+			var g gone
+			ref, g = r.table.findOrAdd(i, id, now, l.credit, s)
+			if g.limited && r.observer != nil {
+				r.reportEvicted(g)
 			}
 		}
+		old, ok := ref.load()
+		if !ok { // a new account took its place: find it again
+			ref, held = r.table.find(i, id)
+			continue
+		}
+		v, inDebt := old.charge(now, l)
+		act := Send
+		if inDebt && kind < LimitRequests {
+			act, v = v.slipOrDrop(kind, r.slipRatio())
+		}
+		if ref.store(old, v.withLimited(inDebt)) {
+			return debited{inDebt, act, old.limited() != inDebt}
+		}
+		held = true // another Debit changed the balance: again
 	}
 }
 
@@ -327,6 +333,12 @@ func tupleOrError(t *ResponseTuple) *ResponseTuple {
 func countAlone(s *stripe, t *ResponseTuple, act Action, ipr IPReason, rtr RTReason) (Action, IPReason, RTReason) {
 	s.count(t.AllowanceCategory, act, ipr, rtr)
 	return act, ipr, rtr
+}
+
+// reportEvicted tells the observer that an account in a limiting episode
+// lost its place to a new account.
+func (r *RRL) reportEvicted(g gone) {
+	r.observer(Event{Evicted: true, Limit: g.kind.String(), LimitKind: g.kind, Account: g.account})
 }
 
 // reportEdge tells the observer that the account charged (key, of the

@@ -73,6 +73,9 @@ func newBucketTable(size int) *bucketTable {
 	nb := (uint64(size) + slotsPerBucket - 1) / slotsPerBucket
 	t := &bucketTable{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb}
 	t.pages = make([]atomic.Pointer[page], (nb+pageBuckets-1)/pageBuckets)
+	for i := range t.pages {
+		t.pages[i].Store(&noPage)
+	}
 	return t
 }
 
@@ -83,14 +86,19 @@ func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.buckets 
 // bucket returns bucket i, allocating its page if it has none yet.
 func (t *bucketTable) bucket(i uint64) *bucket {
 	p := t.pages[i/pageBuckets].Load()
-	if p == nil {
+	if p == &noPage {
 		p = new(page)
-		if !t.pages[i/pageBuckets].CompareAndSwap(nil, p) {
+		if !t.pages[i/pageBuckets].CompareAndSwap(&noPage, p) {
 			p = t.pages[i/pageBuckets].Load() // another Debit allocated it first
 		}
 	}
 	return &p[i%pageBuckets]
 }
+
+// noPage stands for every page not yet allocated, so that a search need
+// not tell it apart: it is never written, and its idents, all 0, match no
+// account.
+var noPage page
 
 // capacity returns how many accounts bucket i holds: five, except in a
 // table whose size is not a multiple of five.
@@ -151,25 +159,22 @@ func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
 // until recycled, and the debits made to it are lost.
 const maxWaits = 100
 
-// find returns the account for key, adding it with full credit (see
-// add) if the table does not hold it, and the account whose place it
-// took, if that one was being limited. Its first part, which finds an
-// account held, is small enough to be inlined into every Debit.
-func (t *bucketTable) find(key uint64, kind LimitKind, now int64, l limit, s *stripe) (accountRef, gone) {
-	i, id := t.index(key), identOf(key, kind)
-	if p := t.pages[i/pageBuckets].Load(); p != nil {
-		b := &p[i%pageBuckets]
-		for j := range slotsPerBucket { // places past the capacity stay empty
-			if b.ident[j].Load() == id {
-				return accountRef{b, j, id}, gone{}
-			}
+// find returns the account with ident id in bucket i if the table holds
+// it. It is small enough to be inlined into every Debit.
+func (t *bucketTable) find(i uint64, id uint32) (accountRef, bool) {
+	b := &t.pages[i/pageBuckets].Load()[i%pageBuckets]
+	for j := range slotsPerBucket { // places past the capacity stay empty
+		if b.ident[j].Load() == id {
+			return accountRef{b, j, id}, true
 		}
 	}
-	return t.findOrAdd(i, id, now, l, s)
+	return accountRef{}, false
 }
 
-// findOrAdd is find for an account that was not in its bucket a moment ago.
-func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, l limit, s *stripe) (accountRef, gone) {
+// findOrAdd returns the account with ident id in bucket i, adding it with
+// full credit at now (see add) if the table does not hold it, and the
+// account whose place it took, if that one was being limited.
+func (t *bucketTable) findOrAdd(i uint64, id uint32, now, credit int64, s *stripe) (accountRef, gone) {
 	b, n := t.bucket(i), t.capacity(i)
 	for waits := 0; ; waits++ {
 		moving := false
@@ -185,7 +190,7 @@ func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, l limit, s *stri
 			runtime.Gosched()
 			continue
 		}
-		if ref, g, ok := t.add(b, i, n, id, now, l, s); ok {
+		if ref, g, ok := t.add(b, i, n, id, now, credit, s); ok {
 			return ref, g
 		}
 	}
@@ -195,7 +200,7 @@ func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, l limit, s *stri
 // in an empty place or in that of the account with the most credit
 // (victim), with full credit at now. It fails if another Debit changed
 // that place first.
-func (t *bucketTable) add(b *bucket, i uint64, n int, id uint32, now int64, l limit, s *stripe) (accountRef, gone, bool) {
+func (t *bucketTable) add(b *bucket, i uint64, n int, id uint32, now, credit int64, s *stripe) (accountRef, gone, bool) {
 	j, old := victim(b, n, now)
 	if j < 0 {
 		runtime.Gosched() // let the accounts moving in settle
@@ -213,7 +218,7 @@ func (t *bucketTable) add(b *bucket, i uint64, n int, id uint32, now int64, l li
 	var was balance
 	for {
 		was = balance(b.balance[j].Load())
-		if b.balance[j].CompareAndSwap(uint64(was), uint64(fullCredit(now, l, was.generation()+1))) {
+		if b.balance[j].CompareAndSwap(uint64(was), uint64(fullCredit(now, credit, was.generation()+1))) {
 			break
 		}
 	}
@@ -264,7 +269,7 @@ func (t *bucketTable) sweep(now, before int64, max uint64, ended []gone) []gone 
 			t.sweepAt = 0
 		}
 		p := t.pages[i/pageBuckets].Load()
-		if p == nil {
+		if p == &noPage {
 			continue
 		}
 		b := &p[i%pageBuckets]
@@ -367,8 +372,8 @@ func (v balance) withLimited(on bool) balance {
 
 // fullCredit is the balance of a new account of generation g: full
 // credit at now, slip counter 0, not limited.
-func fullCredit(now int64, l limit, g balance) balance {
-	return (g * generationOne).withTat(now - l.credit)
+func fullCredit(now, credit int64, g balance) balance {
+	return (g * generationOne).withTat(now - credit)
 }
 
 // charge debits the account by l.interval at now and returns its new
@@ -379,10 +384,10 @@ func fullCredit(now int64, l limit, g balance) balance {
 func (v balance) charge(now int64, l limit) (balance, bool) {
 	tat := v.tat(now)
 	if full := now - l.credit; tat <= full {
-		tat, v = full, v.withSlip(0)
+		tat, v = full, v&^slipMask
 	}
 	tat = min(tat+l.interval, now+l.debt)
-	return v.withTat(tat), tat > now
+	return v&^tatMask | balance(uint64(tat)&tatMask), tat > now
 }
 
 // slipOrDrop applies BIND's slip counter to a limited response: the first

@@ -276,7 +276,7 @@ func TestBalanceWraps(t *testing.T) {
 func TestBalanceCharge(t *testing.T) {
 	l := limit{interval: int64(time.Second) / 5, credit: int64(time.Second), debt: 2 * int64(time.Second)}
 	now := int64(1000 * time.Second)
-	v := fullCredit(now, l, 3)
+	v := fullCredit(now, l.credit, 3)
 	var inDebt bool
 	for i := range 5 {
 		if v, inDebt = v.charge(now, l); inDebt {
@@ -342,7 +342,7 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 	for n, key := range keys {
 		now += steps[n%len(steps)]
 		kind := LimitKind(key>>8) % LimitKindLast
-		ref, _ := tb.find(key, kind, now, l, st)
+		ref, _ := tb.findOrAdd(tb.index(key), identOf(key, kind), now, l.credit, st)
 		v, ok := ref.load()
 		if !ok {
 			t.Fatalf("op %d: the account found is not there", n)
@@ -443,11 +443,11 @@ func TestBucketTableConcurrent(t *testing.T) {
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	keys := []uint64{1 << 4, 2 << 4, 3 << 4, 4 << 4, 5 << 4}
 	for _, key := range keys {
-		tb.find(key, LimitResponses, 0, l, &st[0])
+		tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 	}
 	concurrentDebits(t, tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
-		ref, _ := tb.find(key, LimitResponses, 0, l, &st[0])
+		ref, _ := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 		v, _ := ref.load()
 		// Each of goroutines*perG/5 debits of 1 ns, from full credit (-1).
 		if got, want := v.tat(0), int64(goroutines*perG/len(keys)-1); got != want {
@@ -474,7 +474,7 @@ func TestBucketTableConcurrentAdds(t *testing.T) {
 	}
 	concurrentDebits(t, tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
-		ref, _ := tb.find(key, LimitResponses, 0, l, &st[0])
+		ref, _ := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 		v, _ := ref.load()
 		want := int64(goroutines*perG/len(keys) - 1)
 		if got := v.tat(0); got > want || got < want-(goroutines-1) {
@@ -498,7 +498,7 @@ func concurrentDebits(t *testing.T, tb *bucketTable, st *stripe, keys []uint64, 
 			for i := range perG {
 				key := keys[(g+i)%len(keys)]
 				for {
-					ref, _ := tb.find(key, LimitResponses, 0, l, st)
+					ref, _ := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, l.credit, st)
 					v, ok := ref.load()
 					if !ok {
 						t.Error("an account lost its place in a table large enough")
@@ -567,7 +567,7 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 	for _, sweeps := range []bool{true, false} {
 		tb := newBucketTable(10)
 		st := &stripe{}
-		ref, _ := tb.find(1<<40, LimitResponses, 0, l, st)
+		ref, _ := tb.findOrAdd(tb.index(1<<40), identOf(1<<40, LimitResponses), 0, l.credit, st)
 		v0, _ := ref.load()
 		v := v0
 		for range 20 {
