@@ -14,7 +14,9 @@ type Event struct {
 	Evicted bool
 
 	// Account identifies the account for as long as it lives: the same
-	// value in the events that start and stop an episode.
+	// value in the events that start and stop an episode. It is the
+	// account's bucket in the table and its ident there, so no two
+	// accounts held at one time have the same.
 	Account uint64
 
 	// Limit names the allowance: one of the per-category keywords
@@ -22,7 +24,9 @@ type Event struct {
 	// or "proven-requests-per-second".
 	Limit string
 
-	// LimitKind is the allowance that Limit names.
+	// LimitKind is the allowance that Limit names, for callers that
+	// would rather compare a typed value than a keyword; its String is
+	// Limit.
 	LimitKind LimitKind
 
 	// Network is the client network (the source masked to the prefix
