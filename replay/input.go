@@ -1,0 +1,106 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+)
+
+// ErrNotCapture is returned, wrapped with the file's name, for input that
+// is not pcap, pcapng nor dnstap.
+var ErrNotCapture = errors.New("not a pcap, pcapng or dnstap file")
+
+// ReadFile replays a capture file: pcap, pcapng or dnstap (frame
+// streams), told apart by their first bytes. Packets that are not DNS,
+// truncated or unreadable are counted in the report and skipped; a damaged
+// end of file ends the file quietly (counted). Only a file that cannot be
+// opened or is not a capture at all is an error, naming the file.
+func (r *Replay) ReadFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := r.Read(f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// Read replays a capture read from in, as ReadFile does.
+func (r *Replay) Read(in io.Reader) error {
+	br := bufio.NewReaderSize(in, 1<<16)
+	magic, _ := br.Peek(4)
+	switch {
+	case len(magic) < 4:
+		return ErrNotCapture
+	case bytes.Equal(magic, []byte{0x0a, 0x0d, 0x0d, 0x0a}):
+		return r.readPcapng(br)
+	case isPcapMagic(magic):
+		return r.readPcap(br)
+	case bytes.Equal(magic, []byte{0, 0, 0, 0}):
+		return r.readDnstap(br)
+	}
+	return ErrNotCapture
+}
+
+func isPcapMagic(m []byte) bool {
+	for _, p := range [][]byte{{0xa1, 0xb2, 0xc3, 0xd4}, {0xa1, 0xb2, 0x3c, 0x4d}} {
+		if bytes.Equal(m, p) || bytes.Equal(m, []byte{p[3], p[2], p[1], p[0]}) {
+			return true
+		}
+	}
+	return false
+}
+
+// packetReader is what pcapgo's readers for pcap and pcapng have in common.
+type packetReader interface {
+	ZeroCopyReadPacketData() ([]byte, gopacket.CaptureInfo, error)
+}
+
+func (r *Replay) readPcap(in io.Reader) error {
+	pr, err := pcapgo.NewReader(in)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotCapture, err)
+	}
+	lt := pr.LinkType()
+	return r.readPackets(pr, func(gopacket.CaptureInfo) layers.LinkType { return lt })
+}
+
+func (r *Replay) readPcapng(in io.Reader) error {
+	pr, err := pcapgo.NewNgReader(in, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotCapture, err)
+	}
+	return r.readPackets(pr, func(ci gopacket.CaptureInfo) layers.LinkType {
+		if intf, err := pr.Interface(ci.InterfaceIndex); err == nil {
+			return intf.LinkType
+		}
+		return pr.LinkType()
+	})
+}
+
+// readPackets replays every packet of pr. linkType gives each packet's
+// link type (pcapng has one per interface).
+func (r *Replay) readPackets(pr packetReader, linkType func(gopacket.CaptureInfo) layers.LinkType) error {
+	dec := newPacketDecoder(r.opts.ServerPort, r.skip, r.Message)
+	for {
+		data, ci, err := pr.ZeroCopyReadPacketData()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			r.skip(SkipBadRecord) // a damaged or cut record ends what can be read
+			return nil
+		}
+		r.packets.Add(1)
+		dec.decode(linkType(ci), data, ci.Timestamp, ci.CaptureLength < ci.Length)
+	}
+}
