@@ -71,7 +71,7 @@ type limiterConfig struct {
 
 // newLimiterConfig applies settings in order to a new Config.
 func newLimiterConfig(settings []Setting) (*limiterConfig, error) {
-	lc := &limiterConfig{cfg: rrl.NewConfig(), settings: settings, ipv4Bits: 24, ipv6Bits: 56, maxTableSize: 100000}
+	lc := &limiterConfig{cfg: rrl.NewConfig(), settings: settings}
 	for _, s := range settings {
 		if err := lc.cfg.SetValue(s.Keyword, s.Value); err != nil {
 			if s.Origin != "" {
@@ -79,15 +79,16 @@ func newLimiterConfig(settings []Setting) (*limiterConfig, error) {
 			}
 			return nil, err
 		}
-		n, _ := strconv.Atoi(s.Value) // SetValue accepted it: an integer where these want one
-		switch s.Keyword {
-		case "ipv4-prefix-length":
-			lc.ipv4Bits = n
-		case "ipv6-prefix-length":
-			lc.ipv6Bits = n
-		case "max-table-size":
-			lc.maxTableSize = n
-		}
 	}
+	lc.ipv4Bits = lc.intValue("ipv4-prefix-length")
+	lc.ipv6Bits = lc.intValue("ipv6-prefix-length")
+	lc.maxTableSize = lc.intValue("max-table-size")
 	return lc, nil
+}
+
+// intValue reads back an integer setting of the Config.
+func (lc *limiterConfig) intValue(keyword string) int {
+	v, _ := lc.cfg.Value(keyword)
+	n, _ := strconv.Atoi(v)
+	return n
 }
