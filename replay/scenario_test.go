@@ -1,0 +1,138 @@
+package replay_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dnsrrl/rrl/replay"
+	"github.com/dnsrrl/rrl/replay/internal/capgen"
+	"github.com/miekg/dns"
+)
+
+// A flood at one network among ordinary clients: that network alone is
+// limited, its tuple is named, and the counts are the core's.
+func TestFloodAmongClients(t *testing.T) {
+	ex := traffic(t, 20, 100, 0.4, 0)
+	kv := []string{"responses-per-second=5"}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, pcapOf(t, ethernet, false, ex))
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	if rep.LimitedNetworks != 1 || len(rep.Networks) != 1 || rep.Networks[0].Network != "198.51.100.0/24" {
+		t.Fatalf("limited networks %d %+v, want 198.51.100.0/24 alone", rep.LimitedNetworks, rep.Networks)
+	}
+	l := rep.Limited[0]
+	if l.Network != "198.51.100.0/24" || l.Category != "answer" || l.Name != "example.org." || l.Type != "TXT" {
+		t.Errorf("limited tuple %+v", l)
+	}
+	if !l.First.After(start.Add(5*time.Second)) || l.Last.Before(l.First) || l.Slipped == 0 || l.Dropped == 0 {
+		t.Errorf("limited from %v to %v, %d slipped, %d dropped", l.First, l.Last, l.Slipped, l.Dropped)
+	}
+	if rep.Bytes.Sent >= rep.Bytes.Captured || rep.Bytes.Sent <= 0 {
+		t.Errorf("bytes sent %d of %d captured", rep.Bytes.Sent, rep.Bytes.Captured)
+	}
+}
+
+// A spray from spoofed random networks with a tiny table: the table
+// recycles accounts, the report's tables stay within max-table-size, and
+// the counts are still the core's.
+func TestSpoofedSpray(t *testing.T) {
+	ex := traffic(t, 10, 400, 0, 0.9)
+	kv := []string{"responses-per-second=1", "max-table-size=50", "window=5"}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...), Top: -1}, pcapOf(t, ethernet, false, ex))
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	if len(rep.Networks) > 50 || len(rep.Limited) > 50 || rep.LimitedNetworks > 50 {
+		t.Errorf("report tables hold %d networks and %d tuples, beyond max-table-size 50", len(rep.Networks), len(rep.Limited))
+	}
+}
+
+// Packets that are not DNS, cut short, or garbage are counted and
+// skipped; the DNS among them is replayed.
+func TestGarbageSkipped(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := capgen.NewWriter(&buf, ethernet, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := addrPort("203.0.113.5:3333")
+	q := capgen.Query(5, "www.example.org.", dns.TypeA, "")
+	at := start
+	next := func() time.Time { at = at.Add(time.Millisecond); return at }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(w.UDP(next(), c, capgen.Server, q))                                       // a query
+	must(w.UDP(next(), c, capgen.Server, []byte("hello")))                         // too short for DNS
+	must(w.UDP(next(), c, addrPort("192.0.2.53:80"), q))                           // not port 53
+	must(w.Frame(next(), []byte{1, 2, 3}))                                         // a runt frame
+	must(w.Frame(next(), append(make([]byte, 12), 0x08, 0x06, 1, 2, 3, 4)))        // ARP
+	must(w.Frame(next(), append(make([]byte, 12), 0x08, 0x00, 0x45, 0, 0, 200)))   // IPv4 cut short
+	must(w.UDP(next(), capgen.Server, c, []byte{0, 5, 0x80, 0, 0, 1, 0, 0, 0, 0})) // a response too short
+	w.Snap = 60
+	must(w.UDP(next(), c, capgen.Server, q)) // cut by the snap length
+	rep := replayBytes(t, replay.Options{}, buf.Bytes())
+	if rep.Queries != 1 {
+		t.Errorf("queries %d, want 1", rep.Queries)
+	}
+	want := map[string]int64{
+		replay.SkipNotDNS:     2,
+		replay.SkipNotDNSPort: 1,
+		replay.SkipTruncated:  3,
+		replay.SkipNotIP:      1,
+	}
+	for k, v := range want {
+		if rep.Skipped[k] != v {
+			t.Errorf("skipped %q: %d, want %d (all: %v)", k, rep.Skipped[k], v, rep.Skipped)
+		}
+	}
+}
+
+// A file that is not a capture is one error naming the file; a capture
+// cut in the middle of a record replays what it has and counts the rest.
+func TestNotACapture(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "notes.txt")
+	os.WriteFile(junk, []byte("this is not a capture\n"), 0o644)
+	empty := filepath.Join(dir, "empty.pcap")
+	os.WriteFile(empty, nil, 0o644)
+	for _, f := range []string{junk, empty} {
+		r, _ := replay.New(replay.Options{})
+		err := r.ReadFile(f)
+		if !errors.Is(err, replay.ErrNotCapture) || !strings.HasPrefix(err.Error(), f+": ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v", f, err)
+		}
+	}
+
+	capture := pcapOf(t, ethernet, false, traffic(t, 1, 100, 0, 0))
+	cut := filepath.Join(dir, "cut.pcap")
+	os.WriteFile(cut, capture[:len(capture)-30], 0o644)
+	r, _ := replay.New(replay.Options{})
+	if err := r.ReadFile(cut); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.Reports()[0]
+	if rep.Skipped[replay.SkipBadRecord] != 1 || rep.Queries != 100 || rep.Responses != 99 {
+		t.Errorf("cut capture: %d queries, %d responses, skipped %v", rep.Queries, rep.Responses, rep.Skipped)
+	}
+}
+
+// The same input gives the same report, to the byte.
+func TestDeterministic(t *testing.T) {
+	capture := pcapOf(t, ethernet, false, traffic(t, 10, 200, 0.3, 0.2))
+	opts := replay.Options{Settings: settings(t, "responses-per-second=3", "requests-per-second=20")}
+	var out [2]bytes.Buffer
+	for i := range out {
+		r, _ := replay.New(opts)
+		r.Read(bytes.NewReader(capture))
+		replay.WriteText(&out[i], r.Reports())
+	}
+	if out[0].String() != out[1].String() {
+		t.Errorf("two replays differ:\n%s\n%s", out[0].String(), out[1].String())
+	}
+}
