@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/coredns/caddy/caddyfile"
+	"github.com/dnsrrl/rrl"
 )
 
 // Corefile is what the first rrl block of a Corefile says: the core's
@@ -78,6 +80,9 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			}
 			cf.Settings = append(cf.Settings, Setting{kw, strings.Join(vals, " "), origin})
 		default:
+			if !slices.Contains(rrl.Keywords(), kw) {
+				return nil, d.Errf("unknown property %q; the properties are %s, report-only, log-only, cookie-secret", kw, strings.Join(rrl.Keywords(), ", "))
+			}
 			if len(vals) != 1 {
 				return nil, d.Errf("%s takes exactly one value, got %d", kw, len(vals))
 			}

@@ -167,3 +167,5 @@ func checkCounts(t *testing.T, rep *replay.Report, exp expected) {
 }
 
 func addrPort(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

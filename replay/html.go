@@ -131,7 +131,11 @@ func chart(title, unit string, n int, xlabel func(int) string, lines []line) tem
 		if ticks > 1 {
 			i = k * (n - 1) / (ticks - 1)
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" class="tick" text-anchor="middle">%s</text>`, x(i), chartH-padB+16, template.HTMLEscapeString(xlabel(i)))
+		anchor := "middle"
+		if ticks > 1 && k == ticks-1 {
+			anchor = "end"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%g" class="tick" text-anchor="%s">%s</text>`, x(i), chartH-padB+16, anchor, template.HTMLEscapeString(xlabel(i)))
 	}
 	fmt.Fprintf(&b, `<text x="12" y="%g" class="tick" transform="rotate(-90 12 %g)" text-anchor="middle">%s</text>`, padT+plotH/2, padT+plotH/2, unit)
 	for li, l := range lines {
