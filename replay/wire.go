@@ -22,7 +22,8 @@ type queryInfo struct {
 }
 
 // readQuery reads a query's header, question and OPT record. ok is false
-// when the message is not a well-formed query as far as it reads.
+// when the header or the question is malformed; like package dns, it reads
+// the records that follow only as far as they are well formed.
 func readQuery(w []byte) (q queryInfo, ok bool) {
 	if len(w) < dnsHeaderLen {
 		return q, false
@@ -35,8 +36,14 @@ func readQuery(w []byte) (q queryInfo, ok bool) {
 	off := dnsHeaderLen
 	for i := 0; i < qd; i++ {
 		end, ok := skipName(w, off)
-		if !ok || end+4 > len(w) {
-			return q, false
+		if !ok {
+			return q, i > 0
+		}
+		if end+4 > len(w) { // package dns reads a question cut short as type and class 0
+			if i == 0 {
+				q.question, q.nameEnd = true, end
+			}
+			return q, true
 		}
 		if i == 0 {
 			q.question, q.nameEnd = true, end
@@ -46,13 +53,13 @@ func readQuery(w []byte) (q queryInfo, ok bool) {
 	for i := 0; i < an+ns+ar; i++ {
 		end, ok := skipName(w, off)
 		if !ok || end+10 > len(w) {
-			return q, false
+			return q, true
 		}
 		typ := binary.BigEndian.Uint16(w[end:])
 		rdlen := int(binary.BigEndian.Uint16(w[end+8:]))
 		rdata := end + 10
 		if rdata+rdlen > len(w) {
-			return q, false
+			return q, true
 		}
 		if typ == 41 && i >= an+ns && q.optLen == 0 {
 			q.cookie = optCookie(w[rdata : rdata+rdlen])

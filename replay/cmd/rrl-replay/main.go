@@ -86,7 +86,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.UintVar(&c.serverPort, "server-port", 53, "the server's `port` in packet captures, which tells queries from responses")
 	fs.StringVar(&c.zones, "zones", "", "limit only queries for names in these comma-separated `zones` (default: the Corefile's, else all)")
 	fs.StringVar(&c.secret, "cookie-secret", "", "validate server cookies with this `hex` secret (32 hex digits; a second after a comma is the previous one)")
-	fs.StringVar(&c.listen, "listen", "", "read dnstap from this socket, `unix:/path` or `tcp:host:port`, instead of files")
+	fs.StringVar(&c.listen, "listen", "", "read dnstap from this `socket`, unix:/path or tcp:host:port, instead of files")
 	fs.DurationVar(&c.duration, "duration", 0, "with -listen, stop and report after this long (default: at Ctrl-C)")
 	fs.BoolVar(&c.quiet, "q", false, "no progress line on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -126,8 +126,8 @@ func (c *cli) options() (replay.Options, error) {
 	if c.serverPort == 0 || c.serverPort > 65535 {
 		return opts, fmt.Errorf("-server-port %d: want 1 to 65535", c.serverPort)
 	}
-	if c.top == 0 {
-		opts.Top = -2 // none listed; replay.Options reads 0 as its default
+	if c.top == 0 || c.top < -1 {
+		return opts, fmt.Errorf("-top %d: want a number of entries, or -1 for all", c.top)
 	}
 	if c.corefile != "" {
 		f, err := os.Open(c.corefile)
