@@ -121,7 +121,7 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 		{"127.0.2.1", "nope-%d.example.test.", dns.TypeA, 30},  // NXDOMAIN, one account for the zone
 		{"127.0.3.1", "host.sub.example.test.", dns.TypeA, 20}, // referrals
 		{"127.0.4.1", "www.example.test.", dns.TypeMX, 20},     // NODATA
-		{"127.0.5.1", "www.example.test.", dns.TypeAAAA, 3},    // a client within its allowance
+		{"127.0.5.1", "www.example.test.", dns.TypeAAAA, 1},    // a client within its allowance
 	}
 	sent := 1 // the query that waited for CoreDNS
 	for _, f := range floods {
