@@ -41,17 +41,6 @@ const (
 	linkTypeRaw2 = 14
 )
 
-// supportedLink reports whether decode understands frames of link type lt.
-func supportedLink(lt layers.LinkType) bool {
-	switch lt {
-	case layers.LinkTypeEthernet, layers.LinkTypeLinuxSLL, layers.LinkTypeLinuxSLL2,
-		layers.LinkTypeNull, layers.LinkTypeLoop, layers.LinkTypeRaw, linkTypeRaw, linkTypeRaw2,
-		layers.LinkTypeIPv4, layers.LinkTypeIPv6:
-		return true
-	}
-	return false
-}
-
 // decode handles one captured frame. truncated says the capture kept less
 // than the frame (snap length).
 func (d *packetDecoder) decode(lt layers.LinkType, data []byte, at time.Time, truncated bool) {

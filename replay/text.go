@@ -25,9 +25,13 @@ func WriteText(w io.Writer, reports []*Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	if len(reports) > 1 {
 		fmt.Fprintf(w, "sweep of %d settings over the same traffic:\n", len(reports))
-		fmt.Fprintln(tw, "setting\tresponses\tsent\tslipped\tdropped\trequests dropped\tlimited networks\tbytes sent\tcut\t")
+		width := len("setting")
 		for _, r := range reports {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Setting, r.Responses, r.Sent, r.Slipped, r.Dropped,
+			width = max(width, len(r.Setting))
+		}
+		fmt.Fprintf(tw, "%-*s\tresponses\tsent\tslipped\tdropped\trequests dropped\tlimited networks\tbytes sent\tcut\t\n", width, "setting")
+		for _, r := range reports {
+			fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", width, r.Setting, r.Responses, r.Sent, r.Slipped, r.Dropped,
 				r.RequestsDropped, r.LimitedNetworks, r.Bytes.Sent, r.Bytes.cut())
 		}
 		tw.Flush()
@@ -66,12 +70,12 @@ func (r *Report) writeText(w io.Writer) {
 	fmt.Fprintf(w, "cookies: %s\n\n", r.Cookies)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "responses\tsent\tslipped\tdropped\t")
+	fmt.Fprintln(tw, "category\tresponses\tsent\tslipped\tdropped\t")
 	for _, name := range categoryNames {
 		c := r.Categories[name]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", name, c.Sent, c.Slipped, c.Dropped)
+		fmt.Fprintf(tw, "%-8s\t%d\t%d\t%d\t%d\t\n", name, c.Sent+c.Slipped+c.Dropped, c.Sent, c.Slipped, c.Dropped)
 	}
-	fmt.Fprintf(tw, "all %d\t%d\t%d\t%d\t\n", r.Responses, r.Sent, r.Slipped, r.Dropped)
+	fmt.Fprintf(tw, "%-8s\t%d\t%d\t%d\t%d\t\n", "all", r.Responses, r.Sent, r.Slipped, r.Dropped)
 	tw.Flush()
 	fmt.Fprintf(w, "\nqueries %d, dropped by requests-per-second %d; responses sent unlimited for a valid server cookie %d; responses whose query was not seen %d\n",
 		r.Queries, r.RequestsDropped, r.CookieExempt, r.Unmatched)

@@ -122,7 +122,7 @@ func TestCorefileTextHTML(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"settings: responses-per-second 5", "zones: example.org.", "198.51.100.0/24", "all 1000"} {
+	for _, want := range []string{"settings: responses-per-second 5", "zones: example.org.", "198.51.100.0/24", "all            1000"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("no %q in\n%s", want, stdout)
 		}
