@@ -23,7 +23,7 @@ func main() {
 	out := flag.String("o", "", "write the capture to this `file`")
 	duration := flag.Duration("duration", 20*time.Second, "capture length")
 	qps := flag.Int("qps", 50, "exchanges (query and response) per second")
-	flood := flag.Float64("flood", 0.3, "share of the exchanges in the reflection flood (from the fifth second)")
+	flood := flag.Float64("flood", 0.5, "share of the exchanges in the reflection flood (from the fifth second)")
 	spray := flag.Float64("spray", 0.1, "share of the exchanges in the spoofed NXDOMAIN spray")
 	seed := flag.Uint64("seed", 1, "random seed")
 	ng := flag.Bool("ng", false, "write pcapng rather than pcap")
