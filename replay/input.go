@@ -93,11 +93,11 @@ func (r *Replay) readPackets(pr packetReader, linkType func(gopacket.CaptureInfo
 	dec := newPacketDecoder(r.opts.ServerPort, r.skip, r.Message)
 	for {
 		data, ci, err := pr.ZeroCopyReadPacketData()
-		if err == io.EOF {
-			return nil
-		}
 		if err != nil {
-			r.skip(SkipBadRecord) // a damaged or cut record ends what can be read
+			if err != io.EOF {
+				r.skip(SkipBadRecord) // a damaged or cut record ends what can be read
+			}
+			dec.frag.flush()
 			return nil
 		}
 		r.packets.Add(1)

@@ -23,7 +23,7 @@ const (
 	SkipNotUDPOrTCP      = "not UDP or TCP"
 	SkipNotDNSPort       = "not to or from the server port"
 	SkipTruncated        = "truncated packet"
-	SkipFragment         = "IP fragment"
+	SkipFragment         = "IP fragment of an incomplete datagram"
 	SkipLinkType         = "unsupported link type"
 	SkipNotDNS           = "not a DNS message"
 	SkipTCPGap           = "TCP data lost or out of order"

@@ -17,6 +17,8 @@ import (
 type packetDecoder struct {
 	serverPort uint16
 	tcp        *reassembler
+	frag       *defragmenter
+	packets    int
 	skip       func(reason string)
 	emit       func(*Message)
 	msg        Message
@@ -25,6 +27,7 @@ type packetDecoder struct {
 func newPacketDecoder(serverPort uint16, skip func(string), emit func(*Message)) *packetDecoder {
 	d := &packetDecoder{serverPort: serverPort, skip: skip, emit: emit}
 	d.tcp = newReassembler(skip, emit)
+	d.frag = newDefragmenter(skip)
 	return d
 }
 
@@ -44,6 +47,9 @@ const (
 // decode handles one captured frame. truncated says the capture kept less
 // than the frame (snap length).
 func (d *packetDecoder) decode(lt layers.LinkType, data []byte, at time.Time, truncated bool) {
+	if d.packets++; d.packets%sweepEverySegs == 0 && len(d.frag.pending) > 0 {
+		d.frag.expire(at, false)
+	}
 	ip, ok := d.linkPayload(lt, data)
 	if !ok {
 		return
@@ -128,13 +134,21 @@ func (d *packetDecoder) ipv4(p []byte, at time.Time, truncated bool) {
 		return
 	}
 	p = p[:total] // Ethernet pads short frames
-	if frag := binary.BigEndian.Uint16(p[6:]); frag&0x3fff != 0 {
-		d.skip(SkipFragment) // more fragments, or an offset
-		return
-	}
 	src := netip.AddrFrom4([4]byte(p[12:16]))
 	dst := netip.AddrFrom4([4]byte(p[16:20]))
-	d.transport(p[9], src, dst, p[hl:], at, truncated)
+	proto, payload := p[9], p[hl:]
+	if frag := binary.BigEndian.Uint16(p[6:]); frag&0x3fff != 0 { // more fragments, or an offset
+		if truncated {
+			d.skip(SkipTruncated)
+			return
+		}
+		key := fragmentKey{src, dst, uint32(binary.BigEndian.Uint16(p[4:])), proto}
+		var ok bool
+		if payload, _, ok = d.frag.add(key, int(frag&0x1fff)*8, frag&0x2000 != 0, proto, payload, at); !ok {
+			return
+		}
+	}
+	d.transport(proto, src, dst, payload, at, truncated)
 }
 
 func (d *packetDecoder) ipv6(p []byte, at time.Time, truncated bool) {
@@ -147,10 +161,14 @@ func (d *packetDecoder) ipv6(p []byte, at time.Time, truncated bool) {
 		d.skip(SkipTruncated)
 		return
 	}
-	next := p[6]
 	src := netip.AddrFrom16([16]byte(p[8:24]))
 	dst := netip.AddrFrom16([16]byte(p[24:40]))
-	p = p[40 : 40+payload]
+	d.ipv6Payload(p[6], src, dst, p[40:40+payload], at, truncated, false)
+}
+
+// ipv6Payload walks the extension headers from next on, reassembling a
+// fragmented datagram, and hands the transport's header on.
+func (d *packetDecoder) ipv6Payload(next byte, src, dst netip.Addr, p []byte, at time.Time, truncated, reassembled bool) {
 	for {
 		switch next {
 		case 0, 43, 60: // hop-by-hop, routing, destination options
@@ -160,8 +178,17 @@ func (d *packetDecoder) ipv6(p []byte, at time.Time, truncated bool) {
 			}
 			next, p = p[0], p[(int(p[1])+1)*8:]
 			continue
-		case 44:
-			d.skip(SkipFragment)
+		case 44: // fragment
+			if len(p) < 8 || truncated || reassembled {
+				d.skip(SkipTruncated)
+				return
+			}
+			off := binary.BigEndian.Uint16(p[2:])
+			key := fragmentKey{src, dst, binary.BigEndian.Uint32(p[4:]), 0}
+			whole, proto, ok := d.frag.add(key, int(off&^7), off&1 != 0, p[0], p[8:], at)
+			if ok {
+				d.ipv6Payload(proto, src, dst, whole, at, false, true)
+			}
 			return
 		}
 		break

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -162,4 +163,64 @@ func (w *Writer) frame(ip []byte, v4 bool) ([]byte, error) {
 		return nil, fmt.Errorf("capgen: link type %v not supported", w.link.Type)
 	}
 	return append(h, ip...), nil
+}
+
+// UDPFragments writes a UDP datagram from src to dst as IP fragments of at
+// most mtu bytes of IP payload each (rounded down to 8), last fragment
+// first when reverse is set.
+func (w *Writer) UDPFragments(at time.Time, src, dst netip.AddrPort, payload []byte, mtu int, reverse bool) error {
+	// The UDP header and payload as they would go unfragmented, checksum included.
+	udp := &layers.UDP{SrcPort: layers.UDPPort(src.Port()), DstPort: layers.UDPPort(dst.Port())}
+	var ip gopacket.NetworkLayer
+	if src.Addr().Is4() {
+		ip = &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: net.IP(src.Addr().AsSlice()), DstIP: net.IP(dst.Addr().AsSlice())}
+	} else {
+		ip = &layers.IPv6{Version: 6, HopLimit: 64, NextHeader: layers.IPProtocolUDP, SrcIP: net.IP(src.Addr().AsSlice()), DstIP: net.IP(dst.Addr().AsSlice())}
+	}
+	udp.SetNetworkLayerForChecksum(ip)
+	buf := gopacket.NewSerializeBuffer()
+	opts := gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}
+	if err := gopacket.SerializeLayers(buf, opts, udp, gopacket.Payload(payload)); err != nil {
+		return err
+	}
+	data := buf.Bytes()
+	chunk := mtu &^ 7
+	var frames [][]byte
+	w.ipID++
+	for off := 0; off < len(data); off += chunk {
+		end := min(off+chunk, len(data))
+		more := end < len(data)
+		var layersOut []gopacket.SerializableLayer
+		if v4, ok := ip.(*layers.IPv4); ok {
+			f := *v4
+			f.Id, f.FragOffset = w.ipID, uint16(off/8)
+			if more {
+				f.Flags = layers.IPv4MoreFragments
+			}
+			layersOut = []gopacket.SerializableLayer{&f}
+		} else {
+			f := *ip.(*layers.IPv6)
+			f.NextHeader = layers.IPProtocolIPv6Fragment
+			layersOut = []gopacket.SerializableLayer{&f, &layers.IPv6Fragment{NextHeader: layers.IPProtocolUDP,
+				FragmentOffset: uint16(off / 8), MoreFragments: more, Identification: uint32(w.ipID)}}
+		}
+		fb := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(fb, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, append(layersOut, gopacket.Payload(data[off:end]))...); err != nil {
+			return err
+		}
+		frame, err := w.frame(fb.Bytes(), src.Addr().Is4())
+		if err != nil {
+			return err
+		}
+		frames = append(frames, frame)
+	}
+	if reverse {
+		slices.Reverse(frames)
+	}
+	for _, f := range frames {
+		if err := w.Frame(at, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
