@@ -22,7 +22,7 @@ var bigCapture struct {
 }
 
 // millionPackets writes, once per process, a pcap of a minute of traffic:
-// 500,040 exchanges (ordinary clients, a flood, a spray), 1,018,134 packets.
+// 500,040 exchanges (ordinary clients, a flood, a spray), 1,012,194 packets.
 func millionPackets(b *testing.B) string {
 	bigCapture.once.Do(func() {
 		dir, err := os.MkdirTemp("", "rrl-replay-bench")

@@ -193,7 +193,7 @@ svg .grid{stroke:#e4e4e4}
 {{.Sweep}}{{end}}
 {{range .Sections}}{{$r := .R}}<section>
 <h2>{{if $r.Setting}}{{$r.Setting}}{{else}}Report{{end}}</h2>
-<p>Traffic from {{time $r.First}} to {{time $r.Last}}. Settings: {{range $i, $s := $r.Settings}}{{if $i}}; {{end}}{{$s}}{{else}}none (nothing is limited){{end}}.
+<p>Traffic from {{time $r.First}} to {{time $r.Last}}, {{$r.Packets}} packets. Settings: {{range $i, $s := $r.Settings}}{{if $i}}; {{end}}{{$s}}{{else}}none (nothing is limited){{end}}.
 {{if $r.Zones}}Zones: {{range $r.Zones}}{{.}} {{end}}.{{end}} Cookies: {{$r.Cookies}}.</p>
 <table><tr><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th></tr>
 {{range cats}}{{$c := index $r.Categories .}}<tr><td>{{.}}</td><td>{{$c.Sent}}</td><td>{{$c.Slipped}}</td><td>{{$c.Dropped}}</td></tr>

@@ -312,6 +312,7 @@ func (r *Replay) Reports() []*Report {
 			rep.Settings = []string{}
 		}
 		rep.Last = r.now
+		rep.Packets = r.packets.Load()
 		rep.Zones = r.zones
 		rep.Skipped = make(map[string]int64, len(r.skipped))
 		for k, v := range r.skipped {

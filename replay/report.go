@@ -23,6 +23,7 @@ type Report struct {
 	First time.Time `json:"first"` // time of the first and last message replayed
 	Last  time.Time `json:"last"`
 
+	Packets         int64 `json:"packets"` // packets (or dnstap frames) read, replayed or skipped
 	Queries         int64 `json:"queries"`
 	RequestsDropped int64 `json:"requests_dropped"` // queries over requests-per-second
 	Responses       int64 `json:"responses"`

@@ -136,3 +136,23 @@ func TestDeterministic(t *testing.T) {
 		t.Errorf("two replays differ:\n%s\n%s", out[0].String(), out[1].String())
 	}
 }
+
+// The sample capture the README shows is the one gencapture makes with
+// its defaults, so anyone can make it again.
+func TestSampleCapture(t *testing.T) {
+	want, err := os.ReadFile("testdata/sample.pcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := capgen.NewWriter(&buf, ethernet, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := capgen.Traffic(1, capgen.Start, 20*time.Second, 50, 0.5, 0.1, w.Write); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Error("testdata/sample.pcap is not what go run ./internal/gencapture -o testdata/sample.pcap makes")
+	}
+}

@@ -134,6 +134,9 @@ func pack(m *dns.Msg) []byte {
 	return b
 }
 
+// Start is the time of the first packet of gencapture's captures.
+var Start = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
 // Server and Server6 are where the generated traffic goes, over IPv4 and IPv6.
 var (
 	Server  = netip.MustParseAddrPort("192.0.2.53:53")

@@ -38,9 +38,6 @@ func main() {
 	}
 }
 
-// Start is the time of the first packet of the generated captures.
-var Start = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-
 func write(path string, duration time.Duration, qps int, flood, spray float64, seed uint64, ng bool) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -51,7 +48,7 @@ func write(path string, duration time.Duration, qps int, flood, spray float64, s
 	if err != nil {
 		return err
 	}
-	if err := capgen.Traffic(seed, Start, duration, qps, flood, spray, w.Write); err != nil {
+	if err := capgen.Traffic(seed, capgen.Start, duration, qps, flood, spray, w.Write); err != nil {
 		return err
 	}
 	if err := w.Flush(); err != nil {
