@@ -3,15 +3,19 @@ package replay_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dnsrrl/rrl/replay"
 	"github.com/dnsrrl/rrl/replay/internal/capgen"
 	dnstap "github.com/dnstap/golang-dnstap"
+	"github.com/miekg/dns"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -89,12 +93,30 @@ func TestDnstapFile(t *testing.T) {
 	}
 }
 
-// A live socket, unix or TCP, from two writers at once (say two servers),
-// replays what they write.
+// A live socket, unix or TCP, takes many writers at once (servers, say):
+// each floods from its own network, in a burst stamped with one instant,
+// so that the core's decisions do not depend on how the writers' messages
+// interleave, and the replay's counts are the sum of what the core decides
+// for each flood.
 func TestDnstapSocket(t *testing.T) {
-	ex := traffic(t, 10, 100, 0.3, 0)
-	kv := []string{"responses-per-second=5"}
-	exp := decide(t, kv, ex, nil)
+	const writers = 16
+	kv := []string{"responses-per-second=5", "nxdomains-per-second=1"}
+	floods := make([][]capgen.Exchange, writers)
+	want := expected{categories: map[string]replay.Counts{}}
+	for w := range floods {
+		client := netip.AddrFrom4([4]byte{198, 18, byte(w), 7})
+		kind := []int{capgen.Answer, capgen.NXDomain}[w%2]
+		for i := 0; i < 150; i++ {
+			q := capgen.Query(uint16(i), fmt.Sprintf("n%d.example.org.", i%3), dns.TypeA, "")
+			floods[w] = append(floods[w], capgen.Exchange{At: start,
+				Client: netip.AddrPortFrom(client, 4000), Server: capgen.Server, Query: q, Response: capgen.Response(q, kind, "example.org.")})
+		}
+		for cat, c := range decide(t, kv, floods[w], nil).categories {
+			sum := want.categories[cat]
+			sum.Sent, sum.Slipped, sum.Dropped = sum.Sent+c.Sent, sum.Slipped+c.Slipped, sum.Dropped+c.Dropped
+			want.categories[cat] = sum
+		}
+	}
 	for _, addr := range []string{"unix:" + filepath.Join(t.TempDir(), "tap.sock"), "tcp:127.0.0.1:0"} {
 		l, err := replay.ListenOn(addr)
 		if err != nil {
@@ -104,25 +126,28 @@ func TestDnstapSocket(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- r.Listen(ctx, l) }()
-		c, err := net.Dial(l.Addr().Network(), l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
+		var wg sync.WaitGroup
+		for _, flood := range floods {
+			c, err := net.Dial(l.Addr().Network(), l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				tapExchanges(t, c, true, false, flood) // returns once the reader has acknowledged the end
+			}()
 		}
-		// Only one writer for the counts: the core's decisions depend on
-		// the order, which two writers would not keep. The second writer
-		// proves that connections are served at once.
-		idle, err := net.Dial(l.Addr().Network(), l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		tapExchanges(t, c, true, false, ex) // returns once the reader has acknowledged the end
-		c.Close()
+		wg.Wait()
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		idle.Close()
 		rep := r.Reports()[0]
-		checkCounts(t, rep, exp)
+		checkCounts(t, rep, want)
+		if rep.LimitedNetworks != writers {
+			t.Errorf("%s: %d networks limited, want %d", addr, rep.LimitedNetworks, writers)
+		}
 	}
 }

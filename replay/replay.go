@@ -116,8 +116,8 @@ func (r *Replay) clock() time.Time { return r.now }
 // Message replays one message. Its Wire is not kept.
 func (r *Replay) Message(m *Message) {
 	r.messages.Add(1)
-	r.now = m.Time
-	r.pending.expire(m.Time)
+	r.advance(m.Time)
+	r.pending.expire(r.now)
 	if r.engines[0].limiter == nil {
 		r.start()
 	}
@@ -129,6 +129,20 @@ func (r *Replay) Message(m *Message) {
 		r.response(m)
 	} else {
 		r.query(m)
+	}
+}
+
+// maxDisorder is how far back in time a message may come and still be
+// charged at the latest time seen, as one that came a little out of order
+// (from another server writing to the same socket, or another interface of
+// a capture). A message further back starts a new stretch of time, such as
+// the next file of several: the limiters count the step back as no time.
+const maxDisorder = time.Second
+
+// advance sets the clock for a message stamped at.
+func (r *Replay) advance(at time.Time) {
+	if at.After(r.now) || r.now.Sub(at) > maxDisorder {
+		r.now = at
 	}
 }
 

@@ -156,3 +156,51 @@ func TestSampleCapture(t *testing.T) {
 		t.Error("testdata/sample.pcap is not what go run ./internal/gencapture -o testdata/sample.pcap makes")
 	}
 }
+
+// Two captures of the same hour replayed one after the other: the second
+// starts where the first ended, as one stream, rather than with its clock
+// stepped back (which the core would take as no time at all, and then
+// every message of the second as charged at the first's end).
+func TestFilesInSequence(t *testing.T) {
+	ex := traffic(t, 5, 100, 0.4, 0)
+	capture := pcapOf(t, ethernet, false, ex)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.pcap")
+	os.WriteFile(path, capture, 0o644)
+	kv := []string{"responses-per-second=2"}
+	r, _ := replay.New(replay.Options{Settings: settings(t, kv...)})
+	for i := 0; i < 2; i++ {
+		if err := r.ReadFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second copy shifted to begin where the first's last packet was.
+	last := ex[len(ex)-1].At.Add(capgen.ResponseDelay)
+	both := append([]capgen.Exchange(nil), ex...)
+	for _, e := range ex {
+		e.At = e.At.Add(last.Sub(ex[0].At))
+		both = append(both, e)
+	}
+	checkCounts(t, r.Reports()[0], decide(t, kv, both, nil))
+}
+
+// Messages up to a second out of order (another server's, on the same
+// socket) are charged at the latest time seen: the clock never runs back
+// and forth, which would make it run fast.
+func TestSlightDisorder(t *testing.T) {
+	ex := traffic(t, 5, 100, 0.4, 0)
+	// Swap neighbours: every other exchange comes 10 ms late.
+	for i := 0; i+1 < len(ex); i += 2 {
+		ex[i].At, ex[i+1].At = ex[i+1].At, ex[i].At
+	}
+	kv := []string{"responses-per-second=2"}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, pcapOf(t, ethernet, false, ex))
+	// What the core decides with each exchange charged no earlier than the one before.
+	inOrder := append([]capgen.Exchange(nil), ex...)
+	for i := 1; i < len(inOrder); i++ {
+		if inOrder[i].At.Before(inOrder[i-1].At) {
+			inOrder[i].At = inOrder[i-1].At.Add(capgen.ResponseDelay)
+		}
+	}
+	checkCounts(t, rep, decide(t, kv, inOrder, nil))
+}
