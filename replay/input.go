@@ -75,15 +75,23 @@ func (r *Replay) readPcap(in io.Reader) error {
 }
 
 func (r *Replay) readPcapng(in io.Reader) error {
-	pr, err := pcapgo.NewNgReader(in, pcapgo.DefaultNgReaderOptions)
+	// Interfaces of different link types are read, not skipped as libpcap
+	// (and pcapgo by default) would; so are sections of unknown versions.
+	pr, err := pcapgo.NewNgReader(in, pcapgo.NgReaderOptions{WantMixedLinkType: true, SkipUnknownVersion: true})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNotCapture, err)
 	}
+	var links []layers.LinkType // by interface, as they are described
 	return r.readPackets(pr, func(ci gopacket.CaptureInfo) layers.LinkType {
-		if intf, err := pr.Interface(ci.InterfaceIndex); err == nil {
-			return intf.LinkType
+		i := ci.InterfaceIndex
+		for len(links) <= i && len(links) < pr.NInterfaces() {
+			intf, _ := pr.Interface(len(links))
+			links = append(links, intf.LinkType)
 		}
-		return pr.LinkType()
+		if i < 0 || i >= len(links) {
+			return pr.LinkType()
+		}
+		return links[i]
 	})
 }
 

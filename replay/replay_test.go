@@ -1,11 +1,15 @@
 package replay_test
 
 import (
+	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/dnsrrl/rrl/replay"
 	"github.com/dnsrrl/rrl/replay/internal/capgen"
+	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 )
 
 // Every link type, pcap and pcapng, carrying the same mixed traffic (UDP
@@ -64,5 +68,57 @@ func TestLinkTypeIPv4IPv6(t *testing.T) {
 	}{{layers.LinkTypeIPv4, v4}, {layers.LinkTypeIPv6, v6}} {
 		rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, pcapOf(t, capgen.Link{Type: c.link}, false, c.ex))
 		checkCounts(t, rep, decide(t, kv, c.ex, nil))
+	}
+}
+
+// A pcapng whose interfaces have different link types (tcpdump -i any on
+// some systems, or a merge of captures): each packet is read with its own
+// interface's link type.
+func TestPcapngInterfaces(t *testing.T) {
+	ex := traffic(t, 6, 200, 0.3, 0.1)
+	kv := []string{"responses-per-second=5", "nxdomains-per-second=2"}
+	// Even exchanges on an Ethernet interface, odd ones on a raw IP one.
+	var parts [2][]capgen.Exchange
+	for i, e := range ex {
+		parts[i%2] = append(parts[i%2], e)
+	}
+	type frame struct {
+		ci   gopacket.CaptureInfo
+		data []byte
+	}
+	var frames []frame
+	for i, link := range []capgen.Link{ethernet, {Type: layers.LinkTypeRaw}} {
+		r, err := pcapgo.NewNgReader(bytes.NewReader(pcapOf(t, link, true, parts[i])), pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			data, ci, err := r.ReadPacketData()
+			if err != nil {
+				break
+			}
+			ci.InterfaceIndex = i
+			frames = append(frames, frame{ci, data})
+		}
+	}
+	slices.SortStableFunc(frames, func(a, b frame) int { return a.ci.Timestamp.Compare(b.ci.Timestamp) })
+	var buf bytes.Buffer
+	w, err := pcapgo.NewNgWriterInterface(&buf, pcapgo.NgInterface{Name: "eth0", LinkType: layers.LinkTypeEthernet, SnapLength: 65536}, pcapgo.DefaultNgWriterOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.AddInterface(pcapgo.NgInterface{Name: "tun0", LinkType: layers.LinkTypeRaw, SnapLength: 65536}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range frames {
+		if err := w.WritePacket(f.ci, f.data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, buf.Bytes())
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	if len(rep.Skipped) != 0 || rep.Queries != int64(len(ex)) {
+		t.Errorf("%d queries, %d packets of %d, skipped %v", rep.Queries, rep.Packets, len(frames), rep.Skipped)
 	}
 }
