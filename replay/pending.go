@@ -102,8 +102,7 @@ func (t *pendingTable) take(k pendingKey) (pendingQuery, bool) {
 // costs more than the rest of its replay. miekgrrl.Tuple depends on the
 // message alone, so a remembered tuple is the one it would return.
 type tupleMemo struct {
-	m   map[string]rrl.ResponseTuple
-	buf []byte
+	m map[string]rrl.ResponseTuple
 }
 
 // Bounds of the memo: responses longer than memoMaxLen are not kept, and it
@@ -117,17 +116,13 @@ func newTupleMemo() *tupleMemo {
 	return &tupleMemo{m: make(map[string]rrl.ResponseTuple)}
 }
 
-func (m *tupleMemo) key(wire []byte) []byte {
-	m.buf = append(m.buf[:0], wire...)
-	m.buf[0], m.buf[1] = 0, 0
-	return m.buf
-}
-
+// get looks the response up by all but its first two bytes, the ID (the
+// conversion to string in the index expression does not copy).
 func (m *tupleMemo) get(wire []byte) (rrl.ResponseTuple, bool) {
 	if len(wire) > memoMaxLen {
 		return rrl.ResponseTuple{}, false
 	}
-	t, ok := m.m[string(m.key(wire))]
+	t, ok := m.m[string(wire[2:])]
 	return t, ok
 }
 
@@ -138,5 +133,5 @@ func (m *tupleMemo) put(wire []byte, t rrl.ResponseTuple) {
 	if len(m.m) >= memoEntries {
 		clear(m.m)
 	}
-	m.m[string(m.key(wire))] = t
+	m.m[string(wire[2:])] = t
 }

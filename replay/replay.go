@@ -202,14 +202,14 @@ func (r *Replay) validCookie(cookie int, m *Message, client netip.Addr) bool {
 func (r *Replay) response(m *Message) {
 	id := binary.BigEndian.Uint16(m.Wire)
 	p, matched := r.pending.take(pendingKey{m.Client, id, m.UDP})
-	info, ok := readQuery(m.Wire)
-	if !ok {
-		r.skip(SkipNotDNS)
-		return
-	}
 	if !matched {
 		// The query was not seen (a capture of responses only, or one
 		// that began after it): charge it now, with the response.
+		info, ok := readQuery(m.Wire)
+		if !ok {
+			r.skip(SkipNotDNS)
+			return
+		}
 		if !info.question {
 			r.skip(SkipNoQuestion)
 			return
@@ -225,7 +225,7 @@ func (r *Replay) response(m *Message) {
 		return
 	}
 	client := m.Client.Addr().Unmap()
-	size, slip := len(m.Wire), slipSize(info)
+	size, slip := len(m.Wire), -1
 	for i, e := range r.engines {
 		n := e.lc.network(client)
 		if !matched {
@@ -246,6 +246,9 @@ func (r *Replay) response(m *Message) {
 		default:
 			act = debitResponse(e.limiter, client, m.UDP, &t)
 		}
+		if act == rrl.Slip && slip < 0 {
+			slip = slipSize(m.Wire)
+		}
 		e.report.response(m.Time, n, &t, act, size, slip)
 	}
 }
@@ -265,7 +268,8 @@ func (r *Replay) tuple(wire []byte) (rrl.ResponseTuple, bool) {
 
 // slipSize is the size of the reply a slip sends in place of a response:
 // its header, question and OPT record.
-func slipSize(info queryInfo) int {
+func slipSize(resp []byte) int {
+	info, _ := readQuery(resp)
 	n := dnsHeaderLen
 	if info.question {
 		n = info.nameEnd + 4
