@@ -20,8 +20,8 @@ type Report struct {
 	Cookies  string   `json:"cookies"`           // how server cookies were judged
 	Zones    []string `json:"zones,omitempty"`   // limited zones; empty: all
 
-	First time.Time `json:"first"` // time of the first and last message replayed
-	Last  time.Time `json:"last"`
+	First time.Time `json:"first,omitzero"` // time of the first and last message replayed; absent without any
+	Last  time.Time `json:"last,omitzero"`
 
 	Packets         int64 `json:"packets"` // packets (or dnstap frames) read, replayed or skipped
 	Queries         int64 `json:"queries"`

@@ -58,7 +58,11 @@ func (r *Report) writeText(w io.Writer) {
 	if r.Setting != "" {
 		fmt.Fprintf(w, "== %s\n", r.Setting)
 	}
-	fmt.Fprintf(w, "traffic from %s to %s (%s), %d packets\n", fmtTime(r.First), fmtTime(r.Last), r.Last.Sub(r.First).Round(time.Millisecond), r.Packets)
+	if r.First.IsZero() {
+		fmt.Fprintf(w, "no DNS message replayed, %d packets read\n", r.Packets)
+	} else {
+		fmt.Fprintf(w, "traffic from %s to %s (%s), %d packets\n", fmtTime(r.First), fmtTime(r.Last), r.Last.Sub(r.First).Round(time.Millisecond), r.Packets)
+	}
 	settings := "none (nothing is limited)"
 	if len(r.Settings) > 0 {
 		settings = strings.Join(r.Settings, "; ")
