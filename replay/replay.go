@@ -2,8 +2,8 @@ package replay
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -90,6 +90,9 @@ func New(opts Options) (*Replay, error) {
 	variants := [][]Setting{opts.Settings}
 	labels := []string{""}
 	if sw := opts.Sweep; sw != nil {
+		if len(sw.Values) == 0 || len(sw.Values) > maxSweep {
+			return nil, fmt.Errorf("sweep of %s: want 1 to %d values, got %d", sw.Keyword, maxSweep, len(sw.Values))
+		}
 		variants, labels = nil, nil
 		for _, v := range sw.Values {
 			s := append(append([]Setting(nil), opts.Settings...), Setting{Keyword: sw.Keyword, Value: v, Origin: "-sweep"})
@@ -289,7 +292,7 @@ func (r *Replay) inZones(w []byte) bool {
 		return false
 	}
 	for _, z := range r.zones {
-		if inZone(string(name), z) {
+		if inZone(name, z) {
 			return true
 		}
 	}
@@ -298,11 +301,12 @@ func (r *Replay) inZones(w []byte) bool {
 
 // inZone reports whether name is zone or below it; both lower case and
 // fully qualified.
-func inZone(name, zone string) bool {
-	if zone == "." || name == zone {
+func inZone(name []byte, zone string) bool {
+	if zone == "." {
 		return true
 	}
-	return strings.HasSuffix(name, "."+zone)
+	tail := len(name) - len(zone)
+	return tail >= 0 && string(name[tail:]) == zone && (tail == 0 || name[tail-1] == '.')
 }
 
 // network returns the client network of addr under this configuration's

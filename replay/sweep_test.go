@@ -48,3 +48,15 @@ func TestParseSweepErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestSweepBounds(t *testing.T) {
+	for _, n := range []int{0, 65} {
+		sw := &replay.Sweep{Keyword: "window", Values: make([]string, n)}
+		for i := range sw.Values {
+			sw.Values[i] = "5"
+		}
+		if _, err := replay.New(replay.Options{Sweep: sw}); err == nil {
+			t.Errorf("a sweep of %d values: no error", n)
+		}
+	}
+}
