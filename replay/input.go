@@ -3,6 +3,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -18,17 +19,22 @@ import (
 var ErrNotCapture = errors.New("not a pcap, pcapng or dnstap file")
 
 // ReadFile replays a capture file: pcap, pcapng or dnstap (frame
-// streams), told apart by their first bytes. Packets that are not DNS,
+// streams), told apart by their first bytes, and any of them compressed
+// with gzip. The path "-" is the standard input. Packets that are not DNS,
 // truncated or unreadable are counted in the report and skipped; a damaged
 // end of file ends the file quietly (counted). Only a file that cannot be
 // opened or is not a capture at all is an error, naming the file.
 func (r *Replay) ReadFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+	var in io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
 	}
-	defer f.Close()
-	if err := r.Read(f); err != nil {
+	if err := r.Read(in); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
@@ -47,6 +53,15 @@ func (r *Replay) Read(in io.Reader) error {
 		return r.readPcap(br)
 	case bytes.Equal(magic, []byte{0, 0, 0, 0}):
 		return r.readDnstap(br)
+	case magic[0] == 0x1f && magic[1] == 0x8b && !r.gunzipping:
+		z, err := gzip.NewReader(br)
+		if err != nil {
+			return ErrNotCapture
+		}
+		defer z.Close()
+		r.gunzipping = true // a capture compressed twice is no capture
+		defer func() { r.gunzipping = false }()
+		return r.Read(z)
 	}
 	return ErrNotCapture
 }

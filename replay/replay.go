@@ -55,6 +55,8 @@ type Replay struct {
 	nameBuf  []byte
 	msg      dns.Msg
 	memo     *tupleMemo
+
+	gunzipping bool // Read is reading a gzip stream
 }
 
 // engine is one configuration under replay: its limiter and its report.

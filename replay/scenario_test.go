@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"os"
 	"path/filepath"
@@ -203,4 +204,27 @@ func TestSlightDisorder(t *testing.T) {
 		}
 	}
 	checkCounts(t, rep, decide(t, kv, inOrder, nil))
+}
+
+// A gzipped capture replays as the capture itself; a file of gzipped
+// garbage is not a capture.
+func TestGzip(t *testing.T) {
+	capture := pcapOf(t, ethernet, true, traffic(t, 2, 100, 0.3, 0))
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(capture)
+	zw.Close()
+	plain := replayBytes(t, replay.Options{}, capture)
+	zipped := replayBytes(t, replay.Options{}, z.Bytes())
+	if plain.Queries == 0 || plain.Queries != zipped.Queries || plain.Responses != zipped.Responses {
+		t.Errorf("plain %d queries, %d responses; gzipped %d, %d", plain.Queries, plain.Responses, zipped.Queries, zipped.Responses)
+	}
+	z.Reset()
+	zw = gzip.NewWriter(&z)
+	zw.Write([]byte("not a capture"))
+	zw.Close()
+	r, _ := replay.New(replay.Options{})
+	if err := r.Read(bytes.NewReader(z.Bytes())); !errors.Is(err, replay.ErrNotCapture) {
+		t.Errorf("gzipped text: %v", err)
+	}
 }

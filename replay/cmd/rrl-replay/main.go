@@ -29,8 +29,9 @@ own timestamps as the clock, and reports what the settings would have
 done: responses sent, slipped and dropped per category, the most limited
 client networks and responses, and the bytes a reflection would have lost.
 
-CAPTURE is a pcap, pcapng or dnstap (frame streams) file; several are
-replayed in order, as one stream. With -listen, rrl-replay reads the dnstap
+CAPTURE is a pcap, pcapng or dnstap (frame streams) file, possibly
+gzipped, or - for the standard input; several are replayed in order, as
+one stream. With -listen, rrl-replay reads the dnstap
 that a running server writes (CoreDNS: "dnstap unix:///path full") until
 interrupted (Ctrl-C) or -duration has passed, then reports.
 
