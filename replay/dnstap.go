@@ -27,7 +27,7 @@ func (r *Replay) readDnstap(in io.Reader) error {
 		return fmt.Errorf("%w: dnstap: %v", ErrNotCapture, err)
 	}
 	buf := make([]byte, maxFrame)
-	for {
+	for !r.stopped.Load() {
 		n, err := fr.ReadFrame(buf)
 		switch {
 		case err == io.EOF:
@@ -41,6 +41,7 @@ func (r *Replay) readDnstap(in io.Reader) error {
 		}
 		r.frame(buf[:n])
 	}
+	return nil
 }
 
 // frame replays one dnstap frame.

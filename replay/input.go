@@ -114,10 +114,10 @@ func (r *Replay) readPcapng(in io.Reader) error {
 // link type (pcapng has one per interface).
 func (r *Replay) readPackets(pr packetReader, linkType func(gopacket.CaptureInfo) layers.LinkType) error {
 	dec := newPacketDecoder(r.opts.ServerPort, r.skip, r.Message)
-	for {
+	for !r.stopped.Load() {
 		data, ci, err := pr.ZeroCopyReadPacketData()
 		if err != nil {
-			if err != io.EOF {
+			if err != io.EOF && !r.stopped.Load() {
 				r.skip(SkipBadRecord) // a damaged or cut record ends what can be read
 			}
 			dec.frag.flush()
@@ -126,4 +126,6 @@ func (r *Replay) readPackets(pr packetReader, linkType func(gopacket.CaptureInfo
 		r.packets.Add(1)
 		dec.decode(linkType(ci), data, ci.Timestamp, ci.CaptureLength < ci.Length)
 	}
+	dec.frag.flush()
+	return nil
 }

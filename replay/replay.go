@@ -56,7 +56,8 @@ type Replay struct {
 	msg      dns.Msg
 	memo     *tupleMemo
 
-	gunzipping bool // Read is reading a gzip stream
+	gunzipping bool        // Read is reading a gzip stream
+	stopped    atomic.Bool // Stop was called
 }
 
 // engine is one configuration under replay: its limiter and its report.
@@ -350,6 +351,11 @@ func (r *Replay) Reports() []*Report {
 	}
 	return out
 }
+
+// Stop makes ReadFile and Read return at the next packet, as if the input
+// ended there, so that a replay interrupted by its user still reports. It
+// is safe to call from any goroutine.
+func (r *Replay) Stop() { r.stopped.Store(true) }
 
 // Stats returns the packets (or dnstap frames) and messages read so far.
 func (r *Replay) Stats() (packets, messages int64) { return r.packets.Load(), r.messages.Load() }

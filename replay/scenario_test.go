@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -227,4 +228,40 @@ func TestGzip(t *testing.T) {
 	if err := r.Read(bytes.NewReader(z.Bytes())); !errors.Is(err, replay.ErrNotCapture) {
 		t.Errorf("gzipped text: %v", err)
 	}
+}
+
+// Stop ends the reading at the next packet: here, called by the input
+// itself once it has given half the capture.
+func TestStop(t *testing.T) {
+	capture := pcapOf(t, ethernet, false, traffic(t, 10, 100, 0, 0))
+	r, _ := replay.New(replay.Options{})
+	in := &stoppingReader{data: capture, at: len(capture) / 2, stop: r.Stop}
+	if err := r.Read(in); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.Reports()[0]
+	if rep.Packets == 0 || rep.Packets >= 2000 || len(rep.Skipped) != 0 {
+		t.Errorf("%d packets read of 2000, skipped %v; want some but not all, none skipped", rep.Packets, rep.Skipped)
+	}
+}
+
+// stoppingReader reads data a kilobyte at a time and calls stop once it
+// has given at bytes.
+type stoppingReader struct {
+	data []byte
+	off  int
+	at   int
+	stop func()
+}
+
+func (s *stoppingReader) Read(p []byte) (int, error) {
+	if s.off >= len(s.data) {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), 1024)], s.data[s.off:])
+	s.off += n
+	if s.off >= s.at {
+		s.stop()
+	}
+	return n, nil
 }

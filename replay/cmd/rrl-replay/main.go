@@ -112,7 +112,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	stopProgress := progress(r, stderr, c.quiet)
-	err = c.replay(r, files)
+	err = c.replay(r, files, stderr)
 	stopProgress()
 	if err != nil {
 		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
@@ -175,28 +175,43 @@ func (c *cli) options() (replay.Options, error) {
 	return opts, nil
 }
 
-// replay reads the files, or the socket until interrupted.
-func (c *cli) replay(r *replay.Replay, files []string) error {
+// replay reads the files, or the socket, until they end or the user
+// interrupts (Ctrl-C or SIGTERM): what was read is then reported.
+func (c *cli) replay(r *replay.Replay, files []string, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if c.listen != "" {
+		l, err := replay.ListenOn(c.listen)
+		if err != nil {
+			return err
+		}
+		if c.duration > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.duration)
+			defer cancel()
+		}
+		return r.Listen(ctx, l)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stderr, "rrl-replay: interrupted; reporting what was read")
+			r.Stop()
+			os.Stdin.Close() // a read from a pipe that is not writing ends now
+		case <-done:
+		}
+	}()
 	for _, f := range files {
 		if err := r.ReadFile(f); err != nil {
+			if ctx.Err() != nil {
+				return nil // the input closed under the read
+			}
 			return err
 		}
 	}
-	if c.listen == "" {
-		return nil
-	}
-	l, err := replay.ListenOn(c.listen)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if c.duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.duration)
-		defer cancel()
-	}
-	return r.Listen(ctx, l)
+	return nil
 }
 
 func (c *cli) write(reports []*replay.Report, stdout, stderr io.Writer) int {
