@@ -192,9 +192,10 @@ func (c *cli) replay(r *replay.Replay, files []string, stderr io.Writer) error {
 		}
 		return r.Listen(ctx, l)
 	}
-	done := make(chan struct{})
-	defer close(done)
+	done, watched := make(chan struct{}), make(chan struct{})
+	defer func() { close(done); <-watched }() // before stop cancels ctx
 	go func() {
+		defer close(watched)
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(stderr, "rrl-replay: interrupted; reporting what was read")
