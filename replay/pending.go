@@ -28,7 +28,7 @@ type pendingQuery struct {
 // query, and beyond maxPending queries the oldest are forgotten.
 const (
 	pendingTTL = 10 * time.Second
-	maxPending = 1 << 20
+	maxPending = 1 << 18
 )
 
 // pendingTable holds queries until their response comes, in a map and a
