@@ -106,7 +106,10 @@ func decide(t testing.TB, kv []string, exchanges []capgen.Exchange, validCookie 
 		e := &exchanges[i]
 		client := e.Client.Addr()
 		valid := validCookie != nil && validCookie(e)
-		now = e.At
+		now = e.At // over TCP, the query follows the handshake: 2 of capgen's steps
+		if e.TCP {
+			now = e.At.Add(2 * capgen.ResponseDelay / 8)
+		}
 		act, _ := r.DebitRequestAddr(client, !e.TCP, valid)
 		if e.Response == nil {
 			if act == rrl.Drop {
