@@ -47,7 +47,11 @@ func tapExchanges(t *testing.T, w io.Writer, bidirectional, auth bool, exchanges
 				QueryTimeSec: proto.Uint64(uint64(at.Unix())), QueryTimeNsec: proto.Uint32(uint32(at.Nanosecond())),
 			}
 		}
-		q := msg(qt, e.At)
+		qat := e.At // as in the capture: over TCP, after the handshake
+		if e.TCP {
+			qat = e.At.Add(2 * capgen.ResponseDelay / 8)
+		}
+		q := msg(qt, qat)
 		q.QueryMessage = e.Query
 		r := msg(rt, e.At)
 		at := e.At.Add(capgen.ResponseDelay)
