@@ -110,7 +110,7 @@ func (rec *recorder) send(m *dns.Msg) error {
 	if rec.cookie != miekgrrl.CookieNone {
 		m = withOwnOPT(m)
 		client, _ := core.Source(rec.RemoteAddr())
-		rec.h.cookies.AddServerCookie(m, rec.req, client.Unmap(), time.Unix(0, rec.now))
+		rec.h.cookies.AddServerCookie(rec.req, m, client.Unmap(), time.Unix(0, rec.now))
 	}
 	return rec.ResponseWriter.WriteMsg(m)
 }

@@ -59,7 +59,7 @@ func ExampleCookies() {
 
 	// The response gives it a server cookie...
 	resp := new(dns.Msg).SetReply(req)
-	cookies.AddServerCookie(resp, req, client, now)
+	cookies.AddServerCookie(req, resp, client, now)
 
 	// ...which the client sends back with its next query.
 	req.IsEdns0().Option = resp.IsEdns0().Option

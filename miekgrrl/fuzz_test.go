@@ -103,7 +103,7 @@ func FuzzCookie(f *testing.F) {
 			t.Fatalf("%d-byte cookie: MalformedCookie %v", n, !wellFormed)
 		}
 		resp := new(dns.Msg).SetReply(req)
-		c.AddServerCookie(resp, req, client, now)
+		c.AddServerCookie(req, resp, client, now)
 		if n == 8 || (n >= 16 && n <= 40) {
 			if got := c.Check(cookieQuery("x.", respCookie(resp)), client, now); got != CookieValid {
 				t.Fatalf("fresh cookie for %x: %v", cookie, got)
@@ -116,7 +116,7 @@ func FuzzCookie(f *testing.F) {
 		}
 		c.Check(m, client, now)
 		r := new(dns.Msg)
-		c.AddServerCookie(r, m, client, now)
+		c.AddServerCookie(m, r, client, now)
 		if _, err := r.Pack(); err != nil {
 			t.Fatalf("response with cookie does not pack: %v", err)
 		}

@@ -165,17 +165,6 @@ func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	writers.Put(cw)
 }
 
-// replyWithOPT returns a reply to req with rcode, and an OPT record without
-// options if req has one, for the requests the middleware answers itself.
-func replyWithOPT(req *dns.Msg, rcode int) *dns.Msg {
-	m := new(dns.Msg).SetRcode(req, rcode)
-	if reqOPT := findOPT(req); reqOPT != nil {
-		opt := newOPT(reqOPT)
-		m.Extra = []dns.RR{&opt}
-	}
-	return m
-}
-
 // SetWildcardOrigin tells the middleware around w that the response about to
 // be written was synthesised from the wildcard "*.<origin>" (see Tuple). A
 // handler calls it before WriteMsg; it reports whether w was a writer of this
@@ -441,27 +430,13 @@ func (s *state) withCookie(m *dns.Msg) *dns.Msg {
 	if !s.ck.resend {
 		c = s.h.opts.Cookies.freshCookie(&r.cookie, &r.text, &s.ck.cc, s.client, s.now)
 	}
-	out := r.attach(m, s.req, c)
+	out := r.attach(s.req, m, c)
 	if s.udp {
 		if size := udpSize(s.req); uncompressedLen(out, &r.opt) > size {
 			out.Truncate(size)
 		}
 	}
 	return out
-}
-
-// uncompressedLen is the length of m packed without compression, as
-// dns.Msg.Truncate first measures it, but without packing the COOKIE option
-// that ends opt, which dns.Msg.Len would do (allocating) to learn its length.
-func uncompressedLen(m *dns.Msg, opt *dns.OPT) int {
-	options := opt.Option
-	cookie := options[len(options)-1].(*dns.EDNS0_COOKIE)
-	opt.Option = options[:len(options)-1]
-	compress := m.Compress
-	m.Compress = false
-	l := m.Len()
-	m.Compress, opt.Option = compress, options
-	return l + 4 + len(cookie.Cookie)/2 // code, length, data
 }
 
 // slipReply is SlipReply with the client cookie decoded when the request
