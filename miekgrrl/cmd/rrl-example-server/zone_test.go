@@ -95,8 +95,12 @@ func TestParseFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"-secret", "abc"}); err == nil {
 		t.Error("short secret accepted")
 	}
-	if o, _ := parseFlags(nil); o.addr != "127.0.0.1:5300" || o.secret == [16]byte{} {
+	if o, _ := parseFlags(nil); o.addr != "127.0.0.1:5300" || o.secret == [16]byte{} || o.requests != "0" || o.proven != "" {
 		t.Errorf("defaults %+v", o)
+	}
+	o, err = parseFlags([]string{"-rate", "0.0000001", "-requests", "20", "-proven-requests", "100"})
+	if err != nil || o.rate != "0.0000001" || o.requests != "20" || o.proven != "100" {
+		t.Errorf("rates %+v %v: want plain decimals", o, err)
 	}
 }
 
