@@ -41,16 +41,19 @@ func (r *recorder) len() int {
 }
 
 // startTestServer runs the example server on a free loopback port with one
-// response per second allowed, every limited response slipped, three
-// requests a second from proven sources (none limited from the others),
-// and the limiter's clock stopped, so that what is limited does not depend
-// on how fast the test runs.
-func startTestServer(t *testing.T) (*server, string, *recorder) {
+// response per second allowed, every limited response slipped, no request
+// limit, and the limiter's clock stopped, so that what is limited does not
+// depend on how fast the test runs. more, if given, changes the options.
+func startTestServer(t *testing.T, more ...func(*options)) (*server, string, *recorder) {
 	t.Helper()
 	frozen := time.Now()
 	rec := new(recorder)
-	s, err := start(options{addr: "127.0.0.1:0", rate: "1", slip: "1", window: "15", proven: "3",
-		secret: [16]byte{1, 2, 3}, now: func() time.Time { return frozen }, onDecision: rec.record})
+	o := options{addr: "127.0.0.1:0", rate: "1", slip: "1", window: "15",
+		secret: [16]byte{1, 2, 3}, now: func() time.Time { return frozen }, onDecision: rec.record}
+	for _, f := range more {
+		f(&o)
+	}
+	s, err := start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +120,9 @@ func TestInteroperability(t *testing.T) {
 			if _, err := exec.LookPath(tl.name); err != nil {
 				t.Skipf("%s is not installed", tl.name)
 			}
-			s, port, rec := startTestServer(t)
+			// Three requests a second from proven sources; the others
+			// have no request limit.
+			s, port, rec := startTestServer(t, func(o *options) { o.proven = "3" })
 			client := netip.MustParseAddr("127.0.0.1")
 
 			// 1. A first query with a client cookie is answered, with a
