@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -54,12 +55,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	proven := o.proven
-	if proven == "" {
-		proven = o.requests
-	}
-	log.Printf("serving example.org. on %s (udp, tcp), responses-per-second %s, slip-ratio %s, requests-per-second %s, proven-requests-per-second %s",
-		s.udp.PacketConn.LocalAddr(), o.rate, o.slip, o.requests, proven)
+	log.Printf("serving example.org. on %s (udp, tcp): %s", s.udp.PacketConn.LocalAddr(), s.settings)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
@@ -112,6 +108,7 @@ type server struct {
 	udp, tcp *dns.Server
 	limiter  *rrl.RRL
 	cookies  *miekgrrl.Cookies
+	settings string // the limiter's settings that the flags set, as it holds them
 }
 
 // start loads and signs the zone and serves it on o.addr until shutdown.
@@ -148,7 +145,7 @@ func start(o options) (*server, error) {
 	if o.now != nil {
 		cfg.SetNowFunc(o.now)
 	}
-	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret)}
+	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg)}
 	opts := miekgrrl.Options{ReportOnly: o.reportOnly, Cookies: s.cookies, OnDecision: o.onDecision}
 	if o.verbose {
 		opts.OnDecision = logDecision(o.onDecision)
@@ -177,6 +174,20 @@ func start(o options) (*server, error) {
 		<-started
 	}
 	return s, nil
+}
+
+// flagSettings lists the settings of cfg that the flags set, read back
+// from cfg: a default shows as the value it takes.
+func flagSettings(cfg *rrl.Config) string {
+	var s []string
+	for _, k := range []string{"responses-per-second", "slip-ratio", "window", "requests-per-second", "proven-requests-per-second"} {
+		v, err := cfg.Value(k)
+		if err != nil {
+			v = err.Error()
+		}
+		s = append(s, k+" "+v)
+	}
+	return strings.Join(s, ", ")
 }
 
 func (s *server) shutdown() {

@@ -104,6 +104,16 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+// The settings logged at start are the limiter's: proven-requests-per-second
+// shows the requests-per-second it defaults to.
+func TestSettingsReadBack(t *testing.T) {
+	s, _, _ := startTestServer(t, func(o *options) { o.requests = "2" })
+	want := "responses-per-second 1, slip-ratio 1, window 15, requests-per-second 2, proven-requests-per-second 2"
+	if s.settings != want {
+		t.Errorf("settings %q, want %q", s.settings, want)
+	}
+}
+
 // A query with neither question nor cookie is malformed.
 func TestNoQuestionNoCookie(t *testing.T) {
 	_, port, _ := startTestServer(t)
