@@ -269,3 +269,51 @@ func TestMiddlewareRequestLimitMalformedCookie(t *testing.T) {
 		t.Errorf("rcodes sent %v, want two FORMERR; handler called %d times", rcodes, called)
 	}
 }
+
+// Many goroutines through one middleware, over UDP and TCP, with and
+// without valid cookies, the limiter's clock stopped: each network's
+// handler calls are exactly its two allowances, however the requests
+// interleave, and every request is decided once.
+func TestMiddlewareRequestLimitConcurrent(t *testing.T) {
+	const requests, proven = 3, 5
+	clock := newTestClock()
+	lim := newLimiter(t, clock, "requests-per-second", fmt.Sprint(requests), "proven-requests-per-second", fmt.Sprint(proven))
+	cookies := NewCookies([16]byte{8})
+	count := newCountingHandler()
+	var mu sync.Mutex
+	dropped := 0
+	h := Middleware(lim, count, Options{Cookies: cookies, Now: clock.now, OnDecision: func(d Decision) {
+		if d.RequestDropped {
+			mu.Lock()
+			dropped++
+			mu.Unlock()
+		}
+	}})
+	const networks, workers, perWorker = 3, 8, 200
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			host := fmt.Sprintf("192.0.%d.%d", g%networks, 1+g)
+			valid := cookieQuery("www.example.org.", issuedCookie(cookies, netip.MustParseAddr(host), clock.now()))
+			for i := range perWorker {
+				switch i % 3 {
+				case 0:
+					h.ServeDNS(udpFrom(host), query("www.example.org."))
+				case 1:
+					h.ServeDNS(udpFrom(host), valid)
+				default:
+					h.ServeDNS(tcpFrom(host), query("www.example.org."))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for n := range networks {
+		if got := count.of(fmt.Sprintf("192.0.%d.1", n)); got != requests+proven {
+			t.Errorf("network %d: handler called %d times, want %d", n, got, requests+proven)
+		}
+	}
+	if want := workers*perWorker - networks*(requests+proven); dropped != want {
+		t.Errorf("%d requests dropped, want %d", dropped, want)
+	}
+}
