@@ -175,6 +175,17 @@ func BenchmarkHandlerMiddlewareRequestLimit(b *testing.B) {
 	}
 }
 
+// The same handler behind the middleware with requests-per-second set, for
+// a client within its allowance: the request is charged, the handler runs,
+// the response is debited. Compare with FreshHandlerRequestRefused.
+func BenchmarkFreshHandlerServed(b *testing.B) {
+	lim := benchLimiter(b, "requests-per-second", "1000000")
+	serve(b, Middleware(lim, freshHandler(b), Options{}), cookieQuery("www.example.org.", testClientCookie))
+	if st := lim.GetStats(false); st.IPReasons[rrl.IPRateLimit] != 0 || st.Actions[rrl.Send] == 0 {
+		b.Fatalf("want every request served: %s", st.String())
+	}
+}
+
 // One client far over requests-per-second (the limiter's clock stopped):
 // every request but the first is refused before the handler, whose cost it
 // does not pay. Compare with FreshHandlerBare.
