@@ -50,7 +50,10 @@
 // back as it came (RFC 9018 section 4.3), older ones are renewed. An
 // all-zero secret is never used, since anyone could make cookies with it:
 // NewCookies and Rotate given one, and the zero value, draw a random secret
-// from crypto/rand instead.
+// from crypto/rand instead. A server that does not use Middleware checks a
+// request's cookie with Check and gives the response a server cookie with
+// AddServerCookie, which, like Tuple and SlipReply, takes the request first
+// and the response second.
 //
 // # Middleware
 //
