@@ -317,3 +317,35 @@ func TestMiddlewareRequestLimitConcurrent(t *testing.T) {
 		t.Errorf("%d requests dropped, want %d", dropped, want)
 	}
 }
+
+// Requests with valid cookies count for qps-scale, though their responses
+// are not debited: a cookie flood that takes the server over qps-scale
+// tightens the allowance of the other clients, as any load does.
+func TestMiddlewareValidCookieCountsForQPSScale(t *testing.T) {
+	clock := newTestClock()
+	lim := newLimiter(t, clock, "responses-per-second", "10", "slip-ratio", "1", "qps-scale", "20")
+	cookies := NewCookies([16]byte{7})
+	var ds decisions
+	h := Middleware(lim, answerHandler, Options{Cookies: cookies, OnDecision: ds.record, Now: clock.now})
+	flooder := netip.MustParseAddr("192.0.2.1")
+	limited := 0
+	for i := range 300 { // 3 seconds: 100 proven requests a second, and 8 others
+		cookie := issuedCookie(cookies, flooder, clock.now())
+		h.ServeDNS(udpFrom("192.0.2.1"), cookieQuery("www.example.org.", cookie))
+		if d := ds.last(); d.Limited || d.Action != rrl.Send {
+			t.Fatalf("proven request %d: %+v", i, d)
+		}
+		if i%12 == 0 {
+			h.ServeDNS(udpFrom("198.51.100.7"), query("www.example.org."))
+			if ds.last().Action != rrl.Send {
+				limited++
+			}
+		}
+		clock.advance(10 * time.Millisecond)
+	}
+	// Without the proven requests the server would see 8 a second, under
+	// qps-scale, and the other client's 8 would all be within its 10.
+	if limited == 0 {
+		t.Error("the other client was never limited: the proven requests did not count for qps-scale")
+	}
+}
