@@ -62,10 +62,11 @@ type Decision struct {
 
 	// RequestDropped is set when the request limit (requests-per-second,
 	// or proven-requests-per-second for a proven source) refused the
-	// request as it arrived: the handler was not called (except in
-	// report-only mode), nothing was sent over UDP and a TCP connection was
-	// closed. Action is then Drop, IPReason IPRateLimit, RTReason
-	// RTNotReached; Response is nil and Tuple zero.
+	// request as it arrived: the handler was not called, nothing was sent
+	// over UDP and a TCP connection was closed (in report-only mode the
+	// request was served all the same, and its response not debited).
+	// Action is then Drop, IPReason IPRateLimit, RTReason RTNotReached;
+	// Response is nil and Tuple zero.
 	RequestDropped bool
 
 	// Limited is false when a valid server cookie exempted the response
