@@ -1,8 +1,14 @@
 package miekgrrl
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -394,6 +400,67 @@ func TestIntegrationValidCookieFlood(t *testing.T) {
 			}
 			if calls := count.of("127.0.0.1"); calls != answered+1 {
 				t.Errorf("handler called %d times for %d answers and the first query", calls, answered)
+			}
+		})
+	}
+}
+
+// selfSignedTLS returns a server certificate for 127.0.0.1, made for the
+// test.
+func selfSignedTLS(t *testing.T) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// A request refused on a connection, plain TCP or TLS, closes it: the
+// client learns at once, from the end of the stream, that no answer will
+// come, rather than waiting for one.
+func TestIntegrationRefusedClosesConnection(t *testing.T) {
+	for _, network := range []string{"tcp", "tcp-tls"} {
+		t.Run(network, func(t *testing.T) {
+			lim := newLimiter(t, newTestClock(), "requests-per-second", "1")
+			count := newCountingHandler()
+			var ln net.Listener
+			var err error
+			if network == "tcp" {
+				ln, err = net.Listen("tcp", "127.0.0.1:0")
+			} else {
+				ln, err = tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{selfSignedTLS(t)}})
+			}
+			if err != nil {
+				t.Skipf("no 127.0.0.1: %v", err)
+			}
+			// The server would close an idle connection itself after
+			// IdleTimeout: make that longer than the client waits.
+			activate(t, &dns.Server{Listener: ln, Net: network, Handler: Middleware(lim, count, Options{}),
+				IdleTimeout: func() time.Duration { return time.Minute }})
+
+			c := &dns.Client{Net: network, Timeout: 10 * time.Second, TLSConfig: &tls.Config{InsecureSkipVerify: true}}
+			co, err := c.Dial(ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer co.Close()
+			if r, _, err := c.ExchangeWithConn(query("www.example.org."), co); outcome(t, r, err) != rrl.Send {
+				t.Fatalf("first query: %v %v", r, err)
+			}
+			r, _, err := c.ExchangeWithConn(query("www.example.org."), co)
+			var nerr net.Error
+			if err == nil || (errors.As(err, &nerr) && nerr.Timeout()) {
+				t.Fatalf("second query, over the limit: %v, %v; want the connection closed", r, err)
+			}
+			if n := count.of("127.0.0.1"); n != 1 {
+				t.Errorf("handler called %d times, want 1", n)
 			}
 		})
 	}
