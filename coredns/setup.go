@@ -1,7 +1,6 @@
 package rrl
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,9 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
@@ -68,156 +64,6 @@ func setup(c *caddy.Controller) error {
 	return nil
 }
 
-// tickInterval is how often a block ends quiet episodes, and quietPeriod how
-// long an account must have been out of debt for its episode to end, as in
-// BIND. Variables only so that tests can shorten them.
-var (
-	tickInterval = 5 * time.Second
-	quietPeriod  = 60 * time.Second
-)
-
-// runningTickers counts the blocks' ticker goroutines, for the tests.
-var runningTickers atomic.Int64
-
-// start makes the block live: its table metrics are reported, and its
-// ticker ends quiet episodes (so that their stop lines are logged and the
-// limited_accounts gauge falls back) and reports suppressed log lines.
-func (h *RRL) start() {
-	h.lifeMu.Lock()
-	defer h.lifeMu.Unlock()
-	if h.started || h.stopped {
-		return
-	}
-	h.started = true
-	// The counters are made here rather than at setup, so that a
-	// configuration that fails to load leaves no series behind.
-	for _, l := range h.listeners {
-		h.stats.addServer(l)
-	}
-	liveInstances.add(h.stats)
-	if !h.active {
-		return
-	}
-	h.tickStop, h.tickDone = make(chan struct{}), make(chan struct{})
-	runningTickers.Add(1)
-	go func(stop <-chan struct{}, done chan<- struct{}) {
-		defer close(done)
-		defer runningTickers.Add(-1)
-		t := time.NewTicker(tickInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				h.tick()
-			}
-		}
-	}(h.tickStop, h.tickDone)
-}
-
-// tick is the ticker's work.
-func (h *RRL) tick() {
-	h.limiter.EndQuietEpisodes(quietPeriod)
-	h.stats.flushSuppressed()
-}
-
-// stop takes the block out of service: its ticker ends (stop waits for it),
-// its table metrics go, and so do its counter series unless another block
-// has them. It is safe to call more than once, and before start.
-func (h *RRL) stop() {
-	h.lifeMu.Lock()
-	defer h.lifeMu.Unlock()
-	if h.stopped {
-		return
-	}
-	h.stopped = true
-	if h.tickStop != nil {
-		close(h.tickStop)
-		<-h.tickDone
-	}
-	liveInstances.remove(h.stats)
-	h.stats.release()
-}
-
-// restartTracker remembers the blocks started while a reload is under way,
-// so that if the reload fails they can be stopped: caddy runs no shutdown
-// callback of an instance that failed to start.
-type restartTracker struct {
-	mu    sync.Mutex
-	owner any // the configuration being replaced; nil when no reload is under way
-	new   []*RRL
-}
-
-var restarts restartTracker
-
-func (r *restartTracker) begin(owner any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.owner != owner {
-		r.owner, r.new = owner, nil
-	}
-}
-
-func (r *restartTracker) started(gen any, h *RRL) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.owner != nil && r.owner != gen {
-		r.new = append(r.new, h)
-	}
-}
-
-func (r *restartTracker) failed(owner any) {
-	r.mu.Lock()
-	var stale []*RRL
-	if r.owner == owner {
-		stale, r.owner, r.new = r.new, nil, nil
-	}
-	r.mu.Unlock()
-	for _, h := range stale {
-		h.stop()
-	}
-}
-
-func (r *restartTracker) done(owner any) {
-	r.mu.Lock()
-	if r.owner == owner {
-		r.owner, r.new = nil, nil
-	}
-	r.mu.Unlock()
-}
-
-// secretRegistry remembers the cookie secret of the first block on each
-// listener of the configuration being loaded, to warn when another block on
-// that listener has a different one. Each block keeps its own secret (and
-// its own table): sharing one silently would make a block's cookie-secret
-// apply to its neighbours.
-type secretRegistry struct {
-	mu sync.Mutex
-	m  map[string]listenerSecret
-}
-
-type listenerSecret struct {
-	gen    any
-	secret [16]byte
-	zones  []string
-}
-
-var listenerSecrets = &secretRegistry{m: map[string]listenerSecret{}}
-
-// check records secret for listener in configuration gen, and reports the
-// zones of an earlier block of gen on listener with a different secret.
-func (r *secretRegistry) check(gen any, listener string, secret [16]byte, zones []string) ([]string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old, ok := r.m[listener]
-	if !ok || old.gen != gen {
-		r.m[listener] = listenerSecret{gen: gen, secret: secret, zones: zones}
-		return nil, false
-	}
-	return old.zones, old.secret != secret
-}
-
 // listenHosts returns the hosts the server block listens on; no bind
 // directive means every address, which the server names with an empty host.
 func listenHosts(cfg *dnsserver.Config) []string {
@@ -251,7 +97,7 @@ func parse(c *caddy.Controller) (*RRL, error) {
 	var h *RRL
 	for c.Next() {
 		if h != nil {
-			return nil, plugin.ErrOnce
+			return nil, c.Err("rrl may appear only once in a server block; give all its zones and settings in one block")
 		}
 		zones, err := parseZones(c)
 		if err != nil {
@@ -454,23 +300,6 @@ func parseSecret(s string) ([16]byte, error) {
 		return out, errors.New("the secret is all zeros; draw a random one, such as with: openssl rand -hex 16")
 	}
 	return out, nil
-}
-
-var (
-	secretOnce sync.Once
-	secret     [16]byte
-)
-
-// processSecret returns a random cookie secret drawn once per process, so
-// that a reload, or another server block on the same listener, keeps
-// accepting the server cookies clients already hold.
-func processSecret() [16]byte {
-	secretOnce.Do(func() {
-		if _, err := rand.Read(secret[:]); err != nil {
-			panic("rrl: no randomness for the cookie secret: " + err.Error())
-		}
-	})
-	return secret
 }
 
 // newCookies makes the cookie checker from the parsed secrets.

@@ -1,10 +1,16 @@
 package rrl
 
 import (
+	"encoding/hex"
+	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coredns/caddy"
+	"github.com/miekg/dns"
+
+	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // parseString runs the Corefile parser on one rrl directive of a server
@@ -175,12 +181,39 @@ func TestSetupRegisters(t *testing.T) {
 	}
 }
 
+// TestSecretIsStable: blocks without cookie-secret, parsed apart as a reload
+// or a neighbouring block would be, accept each other's server cookies; a
+// block with its own cookie-secret does not.
 func TestSecretIsStable(t *testing.T) {
-	if processSecret() != processSecret() {
-		t.Fatal("the generated cookie secret changed within one process")
+	first, err := parseString("rrl {\n responses-per-second 5\n}")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if processSecret() == ([16]byte{}) {
+	second, err := parseString("rrl {\n errors-per-second 5\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := parseString("rrl {\n responses-per-second 5\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.secret == ([16]byte{}) {
 		t.Fatal("the generated cookie secret is all zeros")
+	}
+	client := netip.MustParseAddr("192.0.2.1")
+	now := time.Unix(1700000000, 0)
+	cc := []byte("clientck")
+	sc := first.cookies.ServerCookie(cc, client, now)
+	req := new(dns.Msg)
+	req.SetQuestion("www.example.org.", dns.TypeA)
+	req.SetEdns0(1232, false)
+	opt := req.IsEdns0()
+	opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(cc) + hex.EncodeToString(sc[:])})
+	if got := second.cookies.Check(req, client, now); got != miekgrrl.CookieValid {
+		t.Errorf("a server cookie of one block is %v in another block without cookie-secret, want valid", got)
+	}
+	if got := own.cookies.Check(req, client, now); got == miekgrrl.CookieValid {
+		t.Error("a block with its own cookie-secret accepts the generated secret's cookies")
 	}
 }
 
@@ -255,5 +288,21 @@ func TestListenerSecretsClash(t *testing.T) {
 	}
 	if _, clash := r.check(gen2, "dns://:53", b, []string{"a."}); clash {
 		t.Error("a reloaded configuration clashes with the old one")
+	}
+}
+
+// TestTwoBlocksNamesFileAndLine: a second rrl in one server block is
+// refused with the file and line of the second one.
+func TestTwoBlocksNamesFileAndLine(t *testing.T) {
+	c := caddy.NewTestController("dns", "rrl {\n responses-per-second 5\n}\nrrl {\n errors-per-second 5\n}")
+	c.ServerBlockKeys = []string{"example.org.:53"}
+	err := setup(c)
+	if err == nil {
+		t.Fatal("two rrl blocks in one server block were accepted")
+	}
+	for _, want := range []string{"Testfile:4", "only once"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
 	}
 }
