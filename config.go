@@ -16,25 +16,35 @@ import (
 //
 // The keywords are BIND's rate-limit options, with the same meanings and units:
 //
-//	keyword               value                               default
-//	window                seconds, 1 to 3600                  15
-//	ipv4-prefix-length    bits, 1 to 32                       24
-//	ipv6-prefix-length    bits, 1 to 128                      56
-//	responses-per-second  responses/s, 0 (off) or 0.01 to 1e6  0
-//	referrals-per-second  responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
-//	nodata-per-second     responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
-//	nxdomains-per-second  responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
-//	errors-per-second     responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
-//	all-per-second        responses/s, 0 (off) or 0.01 to 1e6  0
-//	requests-per-second   requests/s, 0 (off) or 0.01 to 1e6   0
-//	slip-ratio            0 (never slip) to 10                 2
-//	qps-scale             responses/s, 0 (off) or 1 to 1e6     0
-//	max-table-size        accounts, 1 to 268435456            100000
-//	exempt-clients        addresses or CIDR prefixes          none
+//	keyword                     value                                default
+//	window                      seconds, 1 to 3600                   15
+//	ipv4-prefix-length          bits, 1 to 32                        24
+//	ipv6-prefix-length          bits, 1 to 128                       56
+//	responses-per-second        responses/s, 0 (off) or 0.01 to 1e6  0
+//	referrals-per-second        responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
+//	nodata-per-second           responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
+//	nxdomains-per-second        responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
+//	errors-per-second           responses/s, 0 (off) or 0.01 to 1e6  responses-per-second
+//	all-per-second              responses/s, 0 (off) or 0.01 to 1e6  0
+//	requests-per-second         requests/s, 0 (off) or 0.01 to 1e6   0
+//	proven-requests-per-second  requests/s, 0 (off) or 0.01 to 1e6   requests-per-second
+//	slip-ratio                  0 (never slip) to 10                 2
+//	qps-scale                   responses/s, 0 (off) or 1 to 1e6     0
+//	max-table-size              accounts, 1 to 268435456             100000
+//	exempt-clients              addresses or CIDR prefixes           none
 //
 // Rates are decimal numbers (such as 0.5 or 10); the others are integers.
 // exempt-clients takes addresses and prefixes separated by spaces or commas;
 // each SetValue call adds to the list.
+//
+// requests-per-second limits the requests of a client network, whatever
+// their transport. proven-requests-per-second, once set, gives requests
+// whose source address is proven (over TCP and the other connection
+// transports, or over UDP with a valid server cookie) an account and an
+// allowance of their own, so that an operator can let honest resolvers
+// that use cookies ask more than unproven UDP sources, and so that spoofed
+// UDP requests cannot spend the allowance of the network's real clients.
+// Until it is set, proven requests share the network's request account.
 type Config struct {
 	window           int64 // nanoseconds
 	ipv4PrefixLength int
@@ -57,6 +67,7 @@ type rate int
 const (
 	rateRequests = rate(AllowanceLast) + iota
 	rateAll
+	rateProvenRequests
 	rateLast
 )
 
@@ -91,6 +102,8 @@ var rateKeywords = map[string]rate{
 	"errors-per-second":    rate(AllowanceError),
 	"requests-per-second":  rateRequests,
 	"all-per-second":       rateAll,
+
+	"proven-requests-per-second": rateProvenRequests,
 }
 
 // SetValue sets the setting named by keyword (see Config for the list) from
@@ -160,7 +173,7 @@ func (c *Config) SetValue(keyword, value string) error {
 func Keywords() []string {
 	return []string{"window", "ipv4-prefix-length", "ipv6-prefix-length",
 		"responses-per-second", "referrals-per-second", "nodata-per-second", "nxdomains-per-second", "errors-per-second",
-		"all-per-second", "requests-per-second", "slip-ratio", "qps-scale", "max-table-size", "exempt-clients"}
+		"all-per-second", "requests-per-second", "proven-requests-per-second", "slip-ratio", "qps-scale", "max-table-size", "exempt-clients"}
 }
 
 func parseInt(keyword, value string, min, max int) (int, error) {
@@ -275,10 +288,14 @@ func (c *Config) IsActive() bool {
 }
 
 // rate returns the effective allowance r: the per-category ones fall back to
-// responses-per-second when not set.
+// responses-per-second when not set, proven-requests-per-second to
+// requests-per-second.
 func (c *Config) rate(r rate) float64 {
 	if r < rate(AllowanceLast) && !c.rateSet[r] {
 		return c.rates[AllowanceAnswer]
+	}
+	if r == rateProvenRequests && !c.rateSet[r] {
+		return c.rates[rateRequests]
 	}
 	return c.rates[r]
 }
@@ -299,6 +316,7 @@ func (c *Config) String() string {
 	f("errors-per-second", c.rate(rate(AllowanceError)))
 	f("all-per-second", c.rate(rateAll))
 	f("requests-per-second", c.rate(rateRequests))
+	f("proven-requests-per-second", c.rate(rateProvenRequests))
 	f("slip-ratio", c.slipRatio)
 	f("qps-scale", c.qpsScale)
 	f("max-table-size", c.maxTableSize)

@@ -2,22 +2,25 @@ package rrl
 
 import "net/netip"
 
-// debitChecked is DebitAddr for an RRL with any of exempt-clients,
-// requests-per-second, all-per-second or qps-scale set, or for a response
-// that is not over UDP: it applies the checks in the order Debit documents.
-func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple, now int64) (Action, IPReason, RTReason) {
+// debitChecked is DebitAddr for an RRL with any of exempt-clients, a
+// request limit, all-per-second or qps-scale set, or for a response that is
+// not over UDP: it applies the checks in the order Debit documents. With
+// request false the caller has charged the request (DebitRequest), so the
+// request limit and the qps-scale count are left out.
+func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple, now int64, request bool) (Action, IPReason, RTReason) {
 	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
 		return r.countAlone(n, t, Send, IPExempt, RTNotReached)
 	}
-	if r.qps != nil {
-		r.qps.observe(r.table, r.statsShard(n), now)
-	}
-	ipr := IPNotConfigured
-	if r.limits[rateRequests].on() {
-		if r.chargeNetwork(n, kindRequests, now) {
+	var ipr IPReason
+	if request {
+		if r.qps != nil {
+			r.qps.observe(r.table, r.statsShard(n), now)
+		}
+		if ipr = r.chargeRequest(n, !udp, now); ipr == IPRateLimit {
 			return r.countAlone(n, t, Drop, IPRateLimit, RTNotReached)
 		}
-		ipr = IPOk
+	} else {
+		ipr = r.requestReason(!udp)
 	}
 	if !udp {
 		return r.countAlone(n, t, Send, ipr, RTNotUDP)
@@ -30,8 +33,41 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	return act, ipr, rtr
 }
 
+// requestKind is the kind of the account that a request from a proven or
+// an unproven source is charged to.
+func (r *RRL) requestKind(proven bool) byte {
+	if proven && r.provenApart {
+		return kindProvenRequests
+	}
+	return kindRequests
+}
+
+// chargeRequest debits a request to its network's request account, if a
+// request limit applies to it, and returns IPRateLimit when that account
+// is in debt, IPOk when it is not, and IPNotConfigured when no limit applies.
+func (r *RRL) chargeRequest(n network, proven bool, now int64) IPReason {
+	kind := r.requestKind(proven)
+	if !r.limits[kind].on() {
+		return IPNotConfigured
+	}
+	if r.chargeNetwork(n, kind, now) {
+		return IPRateLimit
+	}
+	return IPOk
+}
+
+// requestReason is the IPReason of a response whose request passed
+// DebitRequest: IPOk when a request limit applies to its source.
+func (r *RRL) requestReason(proven bool) IPReason {
+	if r.limits[r.requestKind(proven)].on() {
+		return IPOk
+	}
+	return IPNotConfigured
+}
+
 // chargeNetwork debits the client network's account of the given kind
-// (kindRequests or kindAll) and reports whether it is in debt.
+// (kindRequests, kindProvenRequests or kindAll) and reports whether it is
+// in debt.
 func (r *RRL) chargeNetwork(n network, kind byte, now int64) bool {
 	key := r.hash.account(n, kind, 0, 0, "")
 	l := r.limit(rate(kind))
@@ -140,13 +176,14 @@ func (r *RRL) report(n network, t *ResponseTuple, key uint64, kind byte, edge, s
 
 // limitNames names the allowance of each kind of account, by its keyword.
 var limitNames = [...]string{
-	AllowanceAnswer:   "responses-per-second",
-	AllowanceReferral: "referrals-per-second",
-	AllowanceNoData:   "nodata-per-second",
-	AllowanceNXDomain: "nxdomains-per-second",
-	AllowanceError:    "errors-per-second",
-	kindRequests:      "requests-per-second",
-	kindAll:           "all-per-second",
+	AllowanceAnswer:    "responses-per-second",
+	AllowanceReferral:  "referrals-per-second",
+	AllowanceNoData:    "nodata-per-second",
+	AllowanceNXDomain:  "nxdomains-per-second",
+	AllowanceError:     "errors-per-second",
+	kindRequests:       "requests-per-second",
+	kindAll:            "all-per-second",
+	kindProvenRequests: "proven-requests-per-second",
 }
 
 func limitName(kind byte) string { return limitNames[kind] }

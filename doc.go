@@ -18,6 +18,16 @@
 // The module github.com/dnsrrl/rrl/miekgrrl does all of this for servers
 // built on github.com/miekg/dns.
 //
+// Debit charges the request with its response, after the work of answering
+// it. A server that limits requests (requests-per-second) and wants a
+// request over the limit to cost it nothing calls DebitRequest when the
+// request arrives, serves it only on Send, and then calls DebitResponse in
+// place of Debit. Requests with a valid server cookie are charged by
+// DebitRequest too, to the proven allowance (proven-requests-per-second,
+// which defaults to requests-per-second): a cookie lifts the response
+// limits, which protect spoofed victims, never the request limits, which
+// protect the server.
+//
 // # Accounts
 //
 // Responses are accounted per client network (the source address masked to
@@ -55,11 +65,12 @@
 // this package counts time to the millisecond.
 //
 // Besides the response accounts, requests-per-second limits every request
-// from a client network, over any transport, and all-per-second limits all
-// UDP responses to a client network together; either one, exceeded, drops
-// the response (all-per-second never slips). qps-scale shrinks the
-// allowances while the server as a whole sends more than qps-scale responses
-// per second. Only responses over UDP are response-limited: over TCP a
+// from a client network, over any transport (proven-requests-per-second,
+// once set, gives the requests of proven sources an account of their own),
+// and all-per-second limits all UDP responses to a client network
+// together; either one, exceeded, drops the response (all-per-second never
+// slips). qps-scale shrinks the allowances while the server as a whole
+// sends more than qps-scale responses per second. Only responses over UDP are response-limited: over TCP a
 // client's address is proven.
 //
 // # Time

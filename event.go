@@ -18,7 +18,8 @@ type Event struct {
 	Account uint64
 
 	// Limit names the allowance: one of the per-category keywords
-	// ("responses-per-second", ...), "all-per-second" or "requests-per-second".
+	// ("responses-per-second", ...), "all-per-second", "requests-per-second"
+	// or "proven-requests-per-second".
 	Limit string
 
 	// Network is the client network (the source masked to the prefix

@@ -41,9 +41,10 @@ func FuzzSetValue(f *testing.F) {
 	})
 }
 
-// FuzzDebit drives Debit with arbitrary sources, transports and tuples on a
-// small table with every limit on; it must never panic, must return a valid
-// verdict, and must never slip an error.
+// FuzzDebit drives Debit, DebitRequest and DebitResponse with arbitrary
+// sources, transports and tuples on a small table with every limit on; they
+// must never panic, must return a valid verdict, and must never slip an
+// error; DebitResponse never applies the request limit.
 func FuzzDebit(f *testing.F) {
 	f.Add([]byte{192, 0, 2, 1}, true, uint16(1), uint16(1), uint8(0), "www.example.")
 	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, false, uint16(3), uint16(28), uint8(3), "EXAMPLE")
@@ -52,7 +53,8 @@ func FuzzDebit(f *testing.F) {
 	c := NewConfig()
 	for k, v := range map[string]string{
 		"responses-per-second": "3", "errors-per-second": "1", "all-per-second": "20", "requests-per-second": "30",
-		"qps-scale": "50", "max-table-size": "64", "slip-ratio": "1", "exempt-clients": "198.51.100.0/24",
+		"proven-requests-per-second": "10",
+		"qps-scale":                  "50", "max-table-size": "64", "slip-ratio": "1", "exempt-clients": "198.51.100.0/24",
 	} {
 		if err := c.SetValue(k, v); err != nil {
 			f.Fatal(err)
@@ -91,6 +93,14 @@ func FuzzDebit(f *testing.F) {
 			}
 		}
 		r.DebitAddr(addr, isUDP, tuple)
+		// The two-call form: a request (with or without a valid cookie),
+		// then its response.
+		if act, ipr := r.DebitRequest(src, cat%2 == 0); act != Send && act != Drop || ipr < 0 || ipr >= IPLast {
+			t.Fatalf("request verdict out of range: %d %d", act, ipr)
+		}
+		if act, ipr, rtr := r.DebitResponseAddr(addr, isUDP, tuple); act >= ActionLast || ipr == IPRateLimit || rtr >= RTLast {
+			t.Fatalf("response verdict: %d %d %d", act, ipr, rtr)
+		}
 		if n := r.GetStats(false).CacheLength; n > 64 {
 			t.Fatalf("table holds %d accounts", n)
 		}

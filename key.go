@@ -20,10 +20,12 @@ import (
 // account only by chance, about once in 2^64 pairs. Everything stays in
 // registers: hashing is a few multiplications, with no buffer to fill.
 
-// kind is a category, or one of the two per-network accounts.
+// kind is a category, or one of the three per-network accounts (in the
+// order of the rates that limit them).
 const (
 	kindRequests = byte(AllowanceLast) + iota
 	kindAll
+	kindProvenRequests
 )
 
 // network is a client network: the source address masked to the prefix

@@ -19,9 +19,14 @@ type RRL struct {
 	observer func(Event)     // nil unless Config.SetObserver
 
 	// checked is set when exempt-clients, requests-per-second,
-	// all-per-second or qps-scale is: a UDP response then takes the path
-	// with every check rather than going straight to its tuple's account.
+	// proven-requests-per-second, all-per-second or qps-scale is: a UDP
+	// response then takes the path with every check rather than going
+	// straight to its tuple's account.
 	checked bool
+
+	// provenApart is set when proven-requests-per-second is: proven
+	// requests then have accounts of their own.
+	provenApart bool
 }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
@@ -47,20 +52,103 @@ func NewRRL(cfg *Config) *RRL {
 	if r.cfg.qpsScale > 0 {
 		r.qps = newQPSScaler(r.cfg.qpsScale)
 	}
-	r.checked = len(r.cfg.exempt) > 0 || r.limits[rateRequests].on() || r.limits[rateAll].on() || r.qps != nil
+	r.provenApart = r.cfg.rateSet[rateProvenRequests]
+	r.checked = len(r.cfg.exempt) > 0 || r.limits[rateRequests].on() || r.limits[rateProvenRequests].on() ||
+		r.limits[rateAll].on() || r.qps != nil
 	return r
+}
+
+// DebitRequest charges one request from src as it arrives, before any work
+// is done for it, and says whether to serve it: Send, or Drop (serve
+// nothing: over UDP send nothing, over a connection close it). Together
+// with DebitResponse it splits Debit in two, so that a request over its
+// limit costs the server no work; a caller that uses both calls
+// DebitResponse, not Debit, for the responses.
+//
+// validCookie says that the request carried a valid server cookie. Such a
+// request, and any request that is not over UDP, comes from a proven
+// source: it is charged to proven-requests-per-second when that is set
+// (see Config). Its response needs no DebitResponse, since a proven source
+// cannot be the victim of a reflection; the request limit still holds it,
+// because that limit is about load, not spoofing.
+//
+// The checks, in order: a client in exempt-clients is sent (IPExempt); the
+// request is counted for qps-scale; the network's request account is
+// debited, and Drop returned when it is in debt (IPRateLimit); otherwise
+// Send (IPOk, or IPNotConfigured when no request limit applies). A dropped
+// request counts in the statistics as a Drop with IPRateLimit and
+// RTNotReached, in no category. DebitRequest allocates nothing for a
+// *net.UDPAddr or *net.TCPAddr; odd sources are read as Debit reads them.
+func (r *RRL) DebitRequest(src net.Addr, validCookie bool) (Action, IPReason) {
+	addr, udp := addrOf(src)
+	return r.DebitRequestAddr(addr, udp, validCookie)
+}
+
+// DebitRequestAddr is DebitRequest for a server that holds the client's
+// address as a netip.Addr; udp says whether the request came over UDP.
+func (r *RRL) DebitRequestAddr(src netip.Addr, udp, validCookie bool) (Action, IPReason) {
+	if r == nil || !r.checked {
+		return Send, IPNotConfigured
+	}
+	n := r.networkOf(src)
+	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
+		return Send, IPExempt
+	}
+	now := r.now()
+	if r.qps != nil {
+		r.qps.observe(r.table, r.statsShard(n), now)
+	}
+	ipr := r.chargeRequest(n, !udp || validCookie, now)
+	if ipr == IPRateLimit {
+		r.countAlone(n, &requestTuple, Drop, ipr, RTNotReached)
+		return Drop, ipr
+	}
+	return Send, ipr
+}
+
+// requestTuple stands in for the response a dropped request never had: its
+// category is out of range, so the statistics count it in none.
+var requestTuple = ResponseTuple{AllowanceCategory: AllowanceLast}
+
+// DebitResponse is Debit for a caller that charged the request with
+// DebitRequest: it applies every check of Debit but the request limit, and
+// does not count the response for qps-scale again. Its IPReason is
+// IPExempt for an exempt client, IPOk when a request limit applies to the
+// source (the request passed it), and IPNotConfigured otherwise.
+func (r *RRL) DebitResponse(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	if u, ok := src.(*net.UDPAddr); ok && u != nil && r != nil && !r.checked {
+		return r.debitUDP(r.networkOfIP(u.IP), tuple)
+	}
+	addr, udp := addrOf(src)
+	return r.DebitResponseAddr(addr, udp, tuple)
+}
+
+// DebitResponseAddr is DebitResponse for a server that holds the client's
+// address as a netip.Addr; udp says whether the response goes over UDP.
+func (r *RRL) DebitResponseAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	if r == nil {
+		return Send, IPNotConfigured, RTNotConfigured
+	}
+	if !udp || r.checked {
+		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now(), false)
+	}
+	return r.debitUDP(r.networkOf(src), tuple)
 }
 
 // Debit charges one response to src's accounts and says what to do with it:
 // Send, Drop, or Slip (send a truncated reply, or BADCOOKIE to a client that
 // sent a cookie, in place of the response). Call it for every response,
 // except to a client that presented a valid server cookie, whose source
-// cannot be spoofed.
+// cannot be spoofed. Debit charges the request too, after the work of
+// answering it is done; DebitRequest and DebitResponse split it in two so
+// that a request over its limit is refused before the work, and so that
+// requests with valid cookies are held to the request limit.
 //
 // The checks, in order:
 //  1. A client in exempt-clients: Send (IPExempt).
-//  2. requests-per-second, per client network, every transport: Drop when
-//     exceeded (IPRateLimit).
+//  2. requests-per-second, per client network, every transport (and
+//     proven-requests-per-second for responses that are not over UDP, once
+//     set): Drop when exceeded (IPRateLimit).
 //  3. Responses that are not over UDP are not limited further: Send (RTNotUDP).
 //     The transport is UDP for *net.UDPAddr, and for other types when
 //     Network() begins with "udp" or is empty.
@@ -92,7 +180,7 @@ func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action,
 		return Send, IPNotConfigured, RTNotConfigured
 	}
 	if !udp || r.checked {
-		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now())
+		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now(), true)
 	}
 	return r.debitUDP(r.networkOf(src), tuple)
 }
@@ -159,8 +247,8 @@ func (r *RRL) limitOf(interval int64) limit {
 
 func (l limit) on() bool { return l.interval > 0 }
 
-// limit returns allowance k, scaled by qps-scale when that is set
-// (requests-per-second is not scaled).
+// limit returns allowance k, scaled by qps-scale when that is set (the
+// request limits are not scaled).
 func (r *RRL) limit(k rate) limit {
 	if r.qps != nil {
 		return r.scaledLimit(k)
@@ -169,7 +257,7 @@ func (r *RRL) limit(k rate) limit {
 }
 
 func (r *RRL) scaledLimit(k rate) limit {
-	if k == rateRequests || !r.limits[k].on() {
+	if k == rateRequests || k == rateProvenRequests || !r.limits[k].on() {
 		return r.limits[k]
 	}
 	return r.limitOf(r.qps.scale(r.limits[k].interval))

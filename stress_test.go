@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// TestConcurrentStress runs many goroutines through one RRL, with a small
+// TestConcurrentStress runs many goroutines through one RRL (half of them
+// with Debit, half with DebitRequest and DebitResponse), with a small
 // table and a reader that sweeps quiet episodes and zeroes the statistics
 // as it goes: once with every feature on, and once with response limits
 // only, so that Debit takes its short path. Run under -race it checks the
@@ -18,12 +19,29 @@ import (
 // the test also checks that limiting happened; on the built-in clock it
 // checks the totals only.
 func TestConcurrentStress(t *testing.T) {
-	every := map[string]string{"all-per-second": "200", "requests-per-second": "100", "qps-scale": "1000", "exempt-clients": "10.0.0.0/24"}
+	every := map[string]string{"all-per-second": "200", "requests-per-second": "100", "proven-requests-per-second": "150",
+		"qps-scale": "1000", "exempt-clients": "10.0.0.0/24"}
 	t.Run("test clock", func(t *testing.T) { stress(t, newTestClock(), 1500, every) })
 	t.Run("built-in clock", func(t *testing.T) { stress(t, nil, 1500, every) })
 	// Without the two per-network accounts, fewer accounts in all: a
 	// smaller table, so that some are recycled.
 	t.Run("response limits only", func(t *testing.T) { stress(t, newTestClock(), 500, nil) })
+}
+
+// debitOneOrTwo charges a response with Debit, or as a server that
+// refuses requests before the work does: DebitRequest (with or without a
+// valid cookie) then, if the request is served, DebitResponse. Either way
+// the statistics count one outcome.
+func debitOneOrTwo(r *RRL, twoCalls, validCookie bool, src net.Addr, tuple *ResponseTuple) Action {
+	if !twoCalls {
+		act, _, _ := r.Debit(src, tuple)
+		return act
+	}
+	if act, _ := r.DebitRequest(src, validCookie); act != Send {
+		return act
+	}
+	act, _, _ := r.DebitResponse(src, tuple)
+	return act
 }
 
 // stress runs the goroutines with responses-per-second, errors-per-second,
@@ -84,7 +102,7 @@ func stress(t *testing.T, clock *testClock, size int, more map[string]string) {
 					src = &net.TCPAddr{IP: ip}
 				}
 				tuple := &ResponseTuple{Class: 1, Type: uint16(i % 2), AllowanceCategory: AllowanceCategory(i % 6), SalientName: names[i%len(names)]}
-				act, _, _ := r.Debit(src, tuple)
+				act := debitOneOrTwo(r, g%2 == 0, i%5 == 0, src, tuple)
 				if act < Send || act >= ActionLast {
 					t.Errorf("action %d", act)
 				}

@@ -1,0 +1,213 @@
+package rrl
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// requests returns the verdicts of n DebitRequests, as a string of S(end)
+// and D(rop).
+func requests(r *RRL, src net.Addr, validCookie bool, n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		a, _ := r.DebitRequest(src, validCookie)
+		b[i] = "SDT"[a]
+	}
+	return string(b)
+}
+
+func TestDebitRequestLimitsANetworkBeforeItsResponses(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "requests-per-second", "3")
+	if got := requests(r, udp("192.0.2.1"), false, 10); got != "SSSDDDDDDD" {
+		t.Errorf("a flood from one network: %s, want 3 sent (one second's credit) then drops", got)
+	}
+	if got := requests(r, tcp("192.0.2.2"), false, 2); got != "DD" {
+		t.Errorf("the same network over TCP: %s, want DD (requests share the network's account)", got)
+	}
+	if got := requests(r, udp("198.51.100.1"), false, 3); got != "SSS" {
+		t.Errorf("another network: %s, want SSS", got)
+	}
+	// A valid cookie proves the source but does not lift the request limit.
+	if got := requests(r, udp("203.0.113.1"), true, 5); got != "SSSDD" {
+		t.Errorf("a client with a valid cookie: %s, want SSSDD", got)
+	}
+	clock.Advance(time.Second / 3)
+	if act, ipr := r.DebitRequest(udp("198.51.100.1"), false); act != Send || ipr != IPOk {
+		t.Errorf("after a third of a second: %v %v, want Send IPOk", act, ipr)
+	}
+}
+
+func TestDebitRequestReasons(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "requests-per-second", "1", "exempt-clients", "192.0.2.7")
+	for i, c := range []struct {
+		src    net.Addr
+		act    Action
+		reason IPReason
+	}{
+		{udp("192.0.2.7"), Send, IPExempt},
+		{udp("192.0.2.7"), Send, IPExempt},
+		{udp("198.51.100.1"), Send, IPOk},
+		{udp("198.51.100.1"), Drop, IPRateLimit},
+	} {
+		if act, ipr := r.DebitRequest(c.src, false); act != c.act || ipr != c.reason {
+			t.Errorf("request %d from %s: %v %v, want %v %v", i, c.src, act, ipr, c.act, c.reason)
+		}
+	}
+	s := r.GetStats(false)
+	if s.Actions[Drop] != 1 || s.IPReasons[IPRateLimit] != 1 || s.RTReasons[RTNotReached] != 1 {
+		t.Errorf("a dropped request counts as one Drop, IPRateLimit, RTNotReached: %v", s)
+	}
+	for cat, n := range s.RPS {
+		if n != 0 {
+			t.Errorf("a request counted in category %d", cat)
+		}
+	}
+
+	off := newTestRRL(t, newTestClock(), "responses-per-second", "1")
+	if act, ipr := off.DebitRequest(udp("192.0.2.1"), false); act != Send || ipr != IPNotConfigured {
+		t.Errorf("without a request limit: %v %v, want Send IPNotConfigured", act, ipr)
+	}
+	var nilRRL *RRL
+	if act, ipr := nilRRL.DebitRequest(nil, false); act != Send || ipr != IPNotConfigured {
+		t.Errorf("a nil RRL: %v %v", act, ipr)
+	}
+	if act, _ := r.DebitRequest(nil, false); act != Send {
+		t.Errorf("a nil source is 0.0.0.0, whose first request is sent: %v", act)
+	}
+}
+
+func TestProvenRequestsPerSecond(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "requests-per-second", "2", "proven-requests-per-second", "5")
+	// Spoofed UDP requests from the network spend only its unproven allowance.
+	if got := requests(r, udp("192.0.2.1"), false, 4); got != "SSDD" {
+		t.Errorf("unproven: %s, want SSDD", got)
+	}
+	if got := requests(r, udp("192.0.2.2"), true, 7); got != "SSSSSDD" {
+		t.Errorf("valid cookie: %s, want SSSSSDD", got)
+	}
+	if got := requests(r, tcp("192.0.2.3"), false, 1); got != "D" {
+		t.Errorf("TCP from the same network shares the proven account: %s, want D", got)
+	}
+
+	// Until proven-requests-per-second is set, proven requests share the
+	// network's request account, as with Debit alone.
+	shared := newTestRRL(t, newTestClock(), "requests-per-second", "2")
+	if got := requests(shared, udp("192.0.2.1"), true, 1) + requests(shared, tcp("192.0.2.1"), false, 1) + requests(shared, udp("192.0.2.1"), false, 1); got != "SSD" {
+		t.Errorf("shared account: %s, want SSD", got)
+	}
+
+	// Proven sources may be limited alone.
+	provenOnly := newTestRRL(t, newTestClock(), "proven-requests-per-second", "1")
+	if got := requests(provenOnly, tcp("192.0.2.1"), false, 2) + requests(provenOnly, udp("192.0.2.1"), false, 2); got != "SDSS" {
+		t.Errorf("proven-requests-per-second alone: %s, want SDSS", got)
+	}
+	if act, ipr, _ := provenOnly.Debit(tcp("198.51.100.1"), answer("x.")); act != Send || ipr != IPOk {
+		t.Errorf("Debit over TCP with proven-requests-per-second alone: %v %v", act, ipr)
+	}
+}
+
+func TestDebitResponseDoesNotChargeTheRequestAgain(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "requests-per-second", "1", "responses-per-second", "100")
+	src, a := udp("192.0.2.1"), answer("www.example.")
+	if act, _ := r.DebitRequest(src, false); act != Send {
+		t.Fatalf("first request: %v", act)
+	}
+	for i := range 10 {
+		if act, ipr, rtr := r.DebitResponse(src, a); act != Send || ipr != IPOk || rtr != RTOk {
+			t.Fatalf("response %d: %v %v %v, want Send IPOk RTOk", i, act, ipr, rtr)
+		}
+	}
+	if act, ipr, rtr := r.DebitResponse(tcp("192.0.2.1"), a); act != Send || ipr != IPOk || rtr != RTNotUDP {
+		t.Errorf("over TCP: %v %v %v, want Send IPOk RTNotUDP", act, ipr, rtr)
+	}
+	// Response limits still apply.
+	lim := newTestRRL(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "2")
+	b := make([]byte, 4)
+	for i := range b {
+		act, ipr, _ := lim.DebitResponse(src, a)
+		if ipr != IPNotConfigured {
+			t.Errorf("without a request limit the reason is IPNotConfigured, got %v", ipr)
+		}
+		b[i] = "SDT"[act]
+	}
+	if string(b) != "STDT" {
+		t.Errorf("responses: %s, want STDT", b)
+	}
+	var nilRRL *RRL
+	if act, _, _ := nilRRL.DebitResponse(src, a); act != Send {
+		t.Errorf("nil RRL: %v", act)
+	}
+}
+
+// TestTwoCallsDecideAsDebit replays a random mix of requests from a few
+// networks, over UDP and TCP and with all limits on, through Debit on one
+// RRL and through DebitRequest then DebitResponse on another: every verdict
+// must agree.
+func TestTwoCallsDecideAsDebit(t *testing.T) {
+	kv := []string{"responses-per-second", "4", "errors-per-second", "2", "requests-per-second", "10",
+		"all-per-second", "8", "qps-scale", "30", "slip-ratio", "3", "exempt-clients", "192.0.2.200"}
+	c1, c2 := newTestClock(), newTestClock()
+	one, two := newTestRRL(t, c1, kv...), newTestRRL(t, c2, kv...)
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []string{"a.example.", "b.example.", "c.example."}
+	for i := range 20000 {
+		ip := netip.AddrFrom4([4]byte{192, 0, byte(2 + rng.IntN(3)), byte(190 + rng.IntN(20))})
+		var src net.Addr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 53))
+		if rng.IntN(5) == 0 {
+			src = net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, 53))
+		}
+		tuple := answer(names[rng.IntN(len(names))])
+		if rng.IntN(4) == 0 {
+			tuple = &ResponseTuple{AllowanceCategory: AllowanceError}
+		}
+		a1, ipr1, rtr1 := one.Debit(src, tuple)
+		a2, ipr2 := two.DebitRequest(src, false)
+		rtr2 := RTNotReached
+		if a2 == Send {
+			a2, ipr2, rtr2 = two.DebitResponse(src, tuple)
+		}
+		if got, want := fmt.Sprint(a2, ipr2, rtr2), fmt.Sprint(a1, ipr1, rtr1); got != want {
+			t.Fatalf("step %d, %s: two calls %s, Debit %s", i, src, got, want)
+		}
+		d := time.Duration(rng.IntN(40)) * time.Millisecond
+		c1.Advance(d)
+		c2.Advance(d)
+	}
+	s := one.GetStats(false)
+	for _, n := range []int64{s.IPReasons[IPRateLimit], s.IPReasons[IPExempt], s.RTReasons[RTRateLimit], s.RTReasons[RTAllLimit], s.RTReasons[RTNotUDP], s.Actions[Slip]} {
+		if n == 0 {
+			t.Fatalf("the mix left a check untried: %v", s)
+		}
+	}
+}
+
+func TestDebitRequestEvents(t *testing.T) {
+	var events []Event
+	c := NewConfig()
+	c.SetValue("proven-requests-per-second", "1")
+	c.SetNowFunc(newTestClock().Now)
+	c.SetObserver(func(e Event) { events = append(events, e) })
+	r := NewRRL(c)
+	requests(r, tcp("192.0.2.1"), false, 3)
+	if len(events) != 1 || !events[0].Started || events[0].Limit != "proven-requests-per-second" ||
+		events[0].Network != netip.MustParsePrefix("192.0.2.0/24") {
+		t.Errorf("events: %+v, want one start of proven-requests-per-second for 192.0.2.0/24", events)
+	}
+}
+
+func TestDebitRequestAllocatesNothing(t *testing.T) {
+	r := newTestRRL(t, nil, "requests-per-second", "1000000", "qps-scale", "1000000")
+	u, tc := udp("192.0.2.1"), tcp("2001:db8::1")
+	if n := testing.AllocsPerRun(1000, func() {
+		r.DebitRequest(u, false)
+		r.DebitRequest(tc, true)
+		r.DebitRequestAddr(u.AddrPort().Addr(), true, true)
+	}); n != 0 {
+		t.Errorf("%v allocations per run, want 0", n)
+	}
+}
