@@ -409,7 +409,7 @@ func TestTCPRequestsPerSecond(t *testing.T) {
 			block = "{\n requests-per-second 3\n responses-per-second 1\n slip-ratio 0\n report-only\n}"
 		}
 		h := testHandler(t, block, streamNext, newClock())
-		before := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org."))
+		before := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "proven"))
 		var messages, closed, silent int
 		for range 10 {
 			w := &closeCounter{capture: capture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0.1.1", TCP: true}}}
@@ -424,7 +424,7 @@ func TestTCPRequestsPerSecond(t *testing.T) {
 			messages += len(w.msgs)
 			closed += w.closed
 		}
-		exceeded := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.")) - before
+		exceeded := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "proven")) - before
 		if report {
 			if silent != 0 || closed != 0 || exceeded == 0 {
 				t.Errorf("report-only: %d silent, %d closed, %v counted over; want all answered and the excess counted", silent, closed, exceeded)

@@ -191,7 +191,7 @@ func describe(ev core.Event, reportOnly bool) string {
 	} else {
 		b.WriteString("limit ")
 	}
-	if ev.Limit == "requests-per-second" {
+	if ev.Limit == "requests-per-second" || ev.Limit == "proven-requests-per-second" {
 		b.WriteString("requests from ")
 	} else {
 		noun, ok := limitNouns[ev.Limit]
@@ -227,7 +227,7 @@ func describe(ev core.Event, reportOnly bool) string {
 // network limits (all-per-second, requests-per-second) and errors are not.
 func tupleNamed(ev core.Event) bool {
 	switch ev.Limit {
-	case "all-per-second", "requests-per-second", "errors-per-second":
+	case "all-per-second", "requests-per-second", "proven-requests-per-second", "errors-per-second":
 		return false
 	}
 	return ev.Tuple.AllowanceCategory != core.AllowanceError

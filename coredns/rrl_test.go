@@ -461,11 +461,12 @@ func TestMetricsCount(t *testing.T) {
 	tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("a.metrics.example.org.", dns.TypeA) })
 	send := testutil.ToFloat64(responsesTotal.WithLabelValues("", "metrics.example.org.", "answer", "send"))
 	drop := testutil.ToFloat64(responsesTotal.WithLabelValues("", "metrics.example.org.", "answer", "drop"))
-	if send+drop != 10 || send == 0 || drop == 0 {
-		t.Errorf("responses_total send %v drop %v, want 10 in all", send, drop)
+	refused := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "metrics.example.org.", "unproven"))
+	if send+drop+refused != 10 || send == 0 || drop == 0 || refused == 0 {
+		t.Errorf("responses_total send %v drop %v, requests_exceeded_total %v: want each counted, 10 in all", send, drop, refused)
 	}
-	if r := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "metrics.example.org.")); r == 0 {
-		t.Error("requests_exceeded_total not counted")
+	if p := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "metrics.example.org.", "proven")); p != 0 {
+		t.Errorf("requests_exceeded_total counts %v proven requests, want 0 from a UDP client without cookies", p)
 	}
 	st := h.limiter.GetStats(false)
 	if st.CacheLength == 0 {

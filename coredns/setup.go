@@ -76,19 +76,20 @@ func listenHosts(cfg *dnsserver.Config) []string {
 // keywordsWithOneValue are the block directives that take exactly one value
 // and go straight to the core's Config.SetValue, which checks the range.
 var keywordsWithOneValue = map[string]bool{
-	"window":               true,
-	"ipv4-prefix-length":   true,
-	"ipv6-prefix-length":   true,
-	"responses-per-second": true,
-	"nodata-per-second":    true,
-	"nxdomains-per-second": true,
-	"referrals-per-second": true,
-	"errors-per-second":    true,
-	"requests-per-second":  true,
-	"all-per-second":       true,
-	"slip-ratio":           true,
-	"qps-scale":            true,
-	"max-table-size":       true,
+	"window":                     true,
+	"ipv4-prefix-length":         true,
+	"ipv6-prefix-length":         true,
+	"responses-per-second":       true,
+	"nodata-per-second":          true,
+	"nxdomains-per-second":       true,
+	"referrals-per-second":       true,
+	"errors-per-second":          true,
+	"requests-per-second":        true,
+	"proven-requests-per-second": true,
+	"all-per-second":             true,
+	"slip-ratio":                 true,
+	"qps-scale":                  true,
+	"max-table-size":             true,
 }
 
 // parse reads the rrl directive of one server block into a handler that has
@@ -156,8 +157,7 @@ const defaultMaxTableSize = 100000
 // options are the settings of the plugin itself, beside the core's Config.
 type options struct {
 	reportOnly   bool
-	maxTableSize int  // as given to the core, for the metrics
-	requestLimit bool // requests-per-second is not 0
+	maxTableSize int // as given to the core, for the metrics
 	secret       [16]byte
 	previous     *[16]byte
 }
@@ -199,9 +199,6 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		}
 		if !plainDecimal.MatchString(args[0]) {
 			return c.Errf("%s %q: want a plain decimal number: digits, with a fraction where allowed (5, 0.5)", kw, args[0])
-		}
-		if kw == "requests-per-second" {
-			opts.requestLimit = strings.Trim(args[0], "0.") != ""
 		}
 		if kw == "max-table-size" {
 			opts.maxTableSize, _ = strconv.Atoi(args[0])

@@ -151,7 +151,7 @@ func TestParseInvalid(t *testing.T) {
 		{"rrl {\n cookie-secret 000102030405060708090a0b0c0d0e0f 12\n}", "previous"},
 		{"rrl {\n window 5\n window 6\n}", "window given more than once"},
 		{"rrl {\n report-only\n log-only\n}", "log-only given more than once"},
-		{"rrl {\n responses-per-second 1\n}\nrrl {\n responses-per-second 1\n}", "only be used once"},
+		{"rrl {\n responses-per-second 1\n}\nrrl {\n responses-per-second 1\n}", "may appear only once"},
 		{"rrl example..org {\n}", "invalid zone"},
 	}
 	tests = append(tests, newlyRefused...)
