@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,8 @@ type coarseClock struct {
 	now   atomic.Int64  // nanoseconds since processStart, monotonic
 	state atomic.Uint32 // clockStopped, clockRead or clockUnread
 	mu    sync.Mutex    // serialises starting and stopping the ticker
+
+	exited chan struct{} // under mu: closed when the ticker last started exits
 }
 
 // The ticker's states: stopped; running and read since the last tick;
@@ -76,13 +79,15 @@ func (c *coarseClock) start() int64 {
 	now := max(int64(time.Since(processStart)), c.now.Load())
 	c.now.Store(now)
 	c.state.Store(clockRead)
-	go c.tick()
+	c.exited = make(chan struct{})
+	go c.tick(c.exited)
 	return now
 }
 
 // tick advances the clock every coarseTick and stops after idleTicks ticks
-// without a reader.
-func (c *coarseClock) tick() {
+// without a reader, closing exited.
+func (c *coarseClock) tick(exited chan struct{}) {
+	defer close(exited)
 	t := time.NewTicker(coarseTick)
 	defer t.Stop()
 	unused := 0
@@ -102,6 +107,34 @@ func (c *coarseClock) tick() {
 			return
 		}
 		unused = 0
+	}
+}
+
+// WaitClockIdle waits until the goroutine of the process-wide clock has
+// exited, or until ctx is done, and then returns ctx.Err(). The goroutine
+// starts with the first Debit of an RRL that uses the built-in clock and
+// exits about one second (idleTicks ticks) after the last one; an RRL with
+// an injected clock (Config.SetNowFunc) never starts it. Tests that check
+// for leaked goroutines call it after their last Debit.
+func WaitClockIdle(ctx context.Context) error { return coarse.waitIdle(ctx) }
+
+func (c *coarseClock) waitIdle(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		exited, stopped := c.exited, c.state.Load() == clockStopped
+		c.mu.Unlock()
+		if exited == nil {
+			return nil // never started
+		}
+		select {
+		case <-exited:
+			if stopped {
+				return nil
+			}
+			// It had stopped and restarted; wait for the new one.
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -29,17 +30,25 @@ func TestCoarseClock(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 
-	// With no reader for idleTicks ticks, the ticker exits.
-	deadline = time.Now().Add(10 * time.Second)
-	for coarse.state.Load() != clockStopped {
-		if time.Now().After(deadline) {
-			t.Fatal("the ticker still runs 10 s after the last read")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// With no reader for idleTicks ticks, the ticker exits, and
+	// WaitClockIdle sees it exit.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := WaitClockIdle(ctx); err != nil {
+		t.Fatalf("the ticker still runs 10 s after the last read: %v", err)
+	}
+	if s := coarse.state.Load(); s != clockStopped {
+		t.Fatalf("WaitClockIdle returned with the ticker in state %d", s)
 	}
 	stale := coarse.now.Load()
 	time.Sleep(5 * time.Millisecond)
 	if now := coarse.read(); now <= stale || coarse.state.Load() != clockRead {
 		t.Errorf("a read after the ticker stopped returned %d (stale %d) and state %d", now, stale, coarse.state.Load())
+	}
+	// A context that ends first ends the wait.
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if err := WaitClockIdle(done); err != context.Canceled {
+		t.Errorf("WaitClockIdle with a cancelled context while the ticker runs: %v", err)
 	}
 }

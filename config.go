@@ -2,7 +2,6 @@ package rrl
 
 import (
 	"fmt"
-	"math"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -33,7 +32,9 @@ import (
 //	max-table-size              accounts, 1 to 268435456             100000
 //	exempt-clients              addresses or CIDR prefixes           none
 //
-// Rates are decimal numbers (such as 0.5 or 10); the others are integers.
+// Values are strict: rates are plain decimal numbers (digits with an
+// optional fraction, such as 10 or 0.5), the others whole numbers (digits
+// only); signs, exponents, spaces and hexadecimal are refused.
 // exempt-clients takes addresses and prefixes separated by spaces or commas;
 // each SetValue call adds to the list.
 //
@@ -153,7 +154,7 @@ func (c *Config) SetValue(keyword, value string) error {
 	case "qps-scale":
 		f, err := parseRate(keyword, value)
 		if err != nil || (f > 0 && f < 1) {
-			return fmt.Errorf("rrl: %s %q: want a decimal number, 0 (off) or from 1 to %d", keyword, value, int(maxRate))
+			return fmt.Errorf("rrl: %s %q: want a plain decimal number (such as 5 or 0.5), 0 (off) or from 1 to %d", keyword, value, int(maxRate))
 		}
 		c.qpsScale = f
 	case "exempt-clients":
@@ -177,31 +178,36 @@ func Keywords() []string {
 }
 
 func parseInt(keyword, value string, min, max int) (int, error) {
-	n, err := strconv.Atoi(strings.TrimSpace(value))
-	if err != nil || n < min || n > max {
-		return 0, fmt.Errorf("rrl: %s %q: want a whole number from %d to %d", keyword, value, min, max)
+	n, err := strconv.Atoi(value)
+	if err != nil || !digits.MatchString(value) || n < min || n > max {
+		return 0, fmt.Errorf("rrl: %s %q: want a whole number (digits only) from %d to %d", keyword, value, min, max)
 	}
 	return n, nil
 }
 
-// parseRate reads a rate written in decimal (ParseFloat would also take
-// hexadecimal, underscores, and a minus sign on zero).
+// parseRate reads a rate: a plain decimal number, 0 (off) or in range.
 func parseRate(keyword, value string) (float64, error) {
-	v := strings.TrimSpace(value)
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !decimal.MatchString(v) || math.IsNaN(f) || f < 0 || (f > 0 && f < minRate) || f > maxRate {
-		return 0, fmt.Errorf("rrl: %s %q: want a decimal number, 0 (off) or from %g to %d", keyword, value, minRate, int(maxRate))
+	f, err := strconv.ParseFloat(value, 64)
+	if err != nil || !plainDecimal.MatchString(value) || (f > 0 && f < minRate) || f > maxRate {
+		return 0, fmt.Errorf("rrl: %s %q: want a plain decimal number (such as 5 or 0.5), 0 (off) or from %g to %d", keyword, value, minRate, int(maxRate))
 	}
 	return f, nil
 }
 
-// decimal is a number in decimal notation: digits with at most one point,
-// an optional leading plus sign and an optional exponent (such as 1.5e3).
-var decimal = regexp.MustCompile(`^\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+// The value grammar is strict, so that a typo is refused rather than read
+// as something the operator did not mean: whole numbers are digits only,
+// and rates digits with an optional fraction. Signs, exponents ("1e3"),
+// bare points (".5", "5."), spaces, hexadecimal and underscores are refused.
+var (
+	digits       = regexp.MustCompile(`^[0-9]+$`)
+	plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+)
 
 // parsePrefixes reads addresses and CIDR prefixes separated by spaces or commas.
 // An address stands for itself (a /32 or /128); IPv4-mapped IPv6 forms are
-// taken as IPv4, as client addresses are.
+// taken as IPv4, as client addresses are. A prefix with bits set past its
+// length ("10.0.0.1/8") is refused: taken as its network it would exempt
+// more than it says.
 func parsePrefixes(keyword, value string) ([]netip.Prefix, error) {
 	fields := strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
 	if len(fields) == 0 {
@@ -212,6 +218,9 @@ func parsePrefixes(keyword, value string) ([]netip.Prefix, error) {
 		p, err := parsePrefix(f)
 		if err != nil {
 			return nil, fmt.Errorf("rrl: %s %q: %q is not an address or CIDR prefix", keyword, value, f)
+		}
+		if p != p.Masked() {
+			return nil, fmt.Errorf("rrl: %s %q: %s has bits set past its prefix length; write the network, %s, or the address alone", keyword, value, f, p.Masked())
 		}
 		out = append(out, p)
 	}
@@ -227,7 +236,7 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
 			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 		}
-		return p.Masked(), nil
+		return p, nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {
@@ -300,28 +309,57 @@ func (c *Config) rate(r rate) float64 {
 	return c.rates[r]
 }
 
-// String returns the settings as keyword-value pairs, in the order of the
-// table in the Config documentation. For a Config not made by NewConfig,
-// these are the values held, some of which NewRRL replaces by defaults.
+// Value returns the setting named by keyword in the form SetValue reads,
+// so that a caller can read settings and defaults back: the effective
+// value, such as responses-per-second for a per-category rate not set, and
+// for exempt-clients the prefixes separated by spaces ("" for none). It
+// returns an error for an unknown keyword.
+func (c *Config) Value(keyword string) (string, error) {
+	if r, ok := rateKeywords[keyword]; ok {
+		return formatRate(c.rate(r)), nil
+	}
+	switch keyword {
+	case "window":
+		return strconv.FormatInt(c.window/int64(time.Second), 10), nil
+	case "ipv4-prefix-length":
+		return strconv.Itoa(c.ipv4PrefixLength), nil
+	case "ipv6-prefix-length":
+		return strconv.Itoa(c.ipv6PrefixLength), nil
+	case "slip-ratio":
+		return strconv.Itoa(c.slipRatio), nil
+	case "qps-scale":
+		return formatRate(c.qpsScale), nil
+	case "max-table-size":
+		return strconv.Itoa(c.maxTableSize), nil
+	case "exempt-clients":
+		s := make([]string, len(c.exempt))
+		for i, p := range c.exempt {
+			s[i] = p.String()
+		}
+		return strings.Join(s, " "), nil
+	}
+	return "", fmt.Errorf("rrl: unknown keyword %q; the keywords are %s", keyword, strings.Join(Keywords(), ", "))
+}
+
+// formatRate writes a rate as a plain decimal number.
+func formatRate(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// String returns the settings as keyword-value pairs ("window 15;
+// ipv4-prefix-length 24; ..."), with the values that Value returns, in the
+// order of the table in the Config documentation; exempt-clients only when
+// some are set. For a Config not made by NewConfig, these are the values
+// held, some of which NewRRL replaces by defaults.
 func (c *Config) String() string {
 	var b strings.Builder
-	f := func(k string, v any) { fmt.Fprintf(&b, "%s %v; ", k, v) }
-	f("window", c.window/int64(time.Second))
-	f("ipv4-prefix-length", c.ipv4PrefixLength)
-	f("ipv6-prefix-length", c.ipv6PrefixLength)
-	f("responses-per-second", c.rate(rate(AllowanceAnswer)))
-	f("referrals-per-second", c.rate(rate(AllowanceReferral)))
-	f("nodata-per-second", c.rate(rate(AllowanceNoData)))
-	f("nxdomains-per-second", c.rate(rate(AllowanceNXDomain)))
-	f("errors-per-second", c.rate(rate(AllowanceError)))
-	f("all-per-second", c.rate(rateAll))
-	f("requests-per-second", c.rate(rateRequests))
-	f("proven-requests-per-second", c.rate(rateProvenRequests))
-	f("slip-ratio", c.slipRatio)
-	f("qps-scale", c.qpsScale)
-	f("max-table-size", c.maxTableSize)
-	if len(c.exempt) > 0 {
-		f("exempt-clients", c.exempt)
+	for _, k := range Keywords() {
+		v, _ := c.Value(k)
+		if k == "exempt-clients" && v == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(k + " " + v)
 	}
-	return strings.TrimSuffix(b.String(), "; ")
+	return b.String()
 }

@@ -22,15 +22,17 @@ func TestSetValue(t *testing.T) {
 	above := map[string]string{"window": "3601", "ipv4-prefix-length": "33", "ipv6-prefix-length": "129", "slip-ratio": "11", "max-table-size": "268435457"}
 	for k, r := range ints {
 		cases = append(cases, tc{k, r[0], true}, tc{k, r[1], true}, tc{k, below[k], false}, tc{k, above[k], false},
-			tc{k, "1.5", false}, tc{k, "", false}, tc{k, "ten", false}, tc{k, "0x10", false})
+			tc{k, "1.5", false}, tc{k, "", false}, tc{k, "ten", false}, tc{k, "0x10", false},
+			tc{k, "+" + r[0], false}, tc{k, " " + r[0], false}, tc{k, r[1] + " ", false}, tc{k, "1e1", false})
 	}
 	for k := range rateKeywords {
-		cases = append(cases, tc{k, "0", true}, tc{k, "0.5", true}, tc{k, "0.01", true}, tc{k, "5", true}, tc{k, " 7 ", true}, tc{k, "1000000", true},
+		cases = append(cases, tc{k, "0", true}, tc{k, "0.5", true}, tc{k, "0.01", true}, tc{k, "5", true}, tc{k, "1000000", true},
+			tc{k, "007", true}, tc{k, "1000000.0", true},
 			tc{k, "0.0099", false}, tc{k, "1e-10", false}, tc{k, "5e-324", false},
 			tc{k, "1000000.5", false}, tc{k, "-1", false}, tc{k, "-0.1", false}, tc{k, "NaN", false}, tc{k, "Inf", false},
 			tc{k, "+Inf", false}, tc{k, "-Inf", false}, tc{k, "1e400", false}, tc{k, "", false}, tc{k, "five", false},
-			// decimal notation only
-			tc{k, "+5", true}, tc{k, "1e3", true}, tc{k, "1.5E+2", true}, tc{k, ".5", true}, tc{k, "5.", true},
+			// plain decimals only
+			tc{k, " 7 ", false}, tc{k, "+5", false}, tc{k, "1e3", false}, tc{k, "1.5E+2", false}, tc{k, ".5", false}, tc{k, "5.", false},
 			tc{k, "0x1p3", false}, tc{k, "0x10", false}, tc{k, "1_000", false}, tc{k, "-0", false}, tc{k, ".", false},
 			tc{k, "e5", false}, tc{k, "1e", false}, tc{k, "1e+", false}, tc{k, "1e+-3", false}, tc{k, "1..5", false})
 	}
@@ -39,6 +41,9 @@ func TestSetValue(t *testing.T) {
 		tc{"qps-scale", "-5", false}, tc{"qps-scale", "NaN", false}, tc{"qps-scale", "1000001", false},
 		tc{"exempt-clients", "192.0.2.1", true}, tc{"exempt-clients", "192.0.2.0/24, 2001:db8::/32", true},
 		tc{"exempt-clients", "192.0.2.0/24 2001:db8::1 ::ffff:198.51.100.0/120", true},
+		// a prefix with host bits set exempts more than it says
+		tc{"exempt-clients", "10.0.0.1/8", false}, tc{"exempt-clients", "192.0.2.0/24, 2001:db8::1/32", false},
+		tc{"exempt-clients", "::ffff:198.51.100.1/120", false},
 		tc{"exempt-clients", "", false}, tc{"exempt-clients", " , ", false}, tc{"exempt-clients", "192.0.2.0/33", false},
 		tc{"exempt-clients", "example.com", false}, tc{"exempt-clients", "192.0.2.1, bogus", false},
 		tc{"no-such-keyword", "1", false}, tc{"Window", "15", false}, tc{"", "", false},
@@ -131,7 +136,7 @@ func TestExemptClientsAccumulate(t *testing.T) {
 	c := NewConfig()
 	c.SetValue("exempt-clients", "192.0.2.1")
 	c.SetValue("exempt-clients", "2001:db8::/32,198.51.100.0/24")
-	if got, want := c.String(), "exempt-clients [192.0.2.1/32 2001:db8::/32 198.51.100.0/24]"; !strings.HasSuffix(got, want) {
+	if got, want := c.String(), "exempt-clients 192.0.2.1/32 2001:db8::/32 198.51.100.0/24"; !strings.HasSuffix(got, want) {
 		t.Errorf("got %q, want it to end %q", got, want)
 	}
 }
@@ -170,5 +175,71 @@ func TestLimitNamesAreKeywords(t *testing.T) {
 		if r, ok := rateKeywords[limitName(byte(kind))]; !ok || r != rate(kind) {
 			t.Errorf("kind %d is named %q, the keyword of rate %d", kind, limitName(byte(kind)), r)
 		}
+	}
+}
+
+func TestHostBitsErrorNamesTheNetwork(t *testing.T) {
+	err := NewConfig().SetValue("exempt-clients", "192.0.2.0/24, 10.0.0.1/8")
+	want := `rrl: exempt-clients "192.0.2.0/24, 10.0.0.1/8": 10.0.0.1/8 has bits set past its prefix length; write the network, 10.0.0.0/8, or the address alone`
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}
+
+// TestValueReadsBack checks that Value returns, for every keyword, what
+// SetValue reads back into the same setting, and the effective defaults.
+func TestValueReadsBack(t *testing.T) {
+	c := NewConfig()
+	for kw, want := range map[string]string{
+		"window": "15", "ipv4-prefix-length": "24", "ipv6-prefix-length": "56", "responses-per-second": "0",
+		"proven-requests-per-second": "0", "slip-ratio": "2", "qps-scale": "0", "max-table-size": "100000", "exempt-clients": "",
+	} {
+		if got, err := c.Value(kw); err != nil || got != want {
+			t.Errorf("default %s: %q, %v; want %q", kw, got, err, want)
+		}
+	}
+	set := map[string]string{
+		"window": "30", "ipv4-prefix-length": "22", "ipv6-prefix-length": "48", "responses-per-second": "7.25",
+		"nxdomains-per-second": "0.5", "all-per-second": "1000000", "requests-per-second": "0.01", "slip-ratio": "0",
+		"qps-scale": "250", "max-table-size": "268435456", "exempt-clients": "192.0.2.0/24 2001:db8::1/128",
+	}
+	for kw, v := range set {
+		if err := c.SetValue(kw, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, kw := range Keywords() {
+		v, err := c.Value(kw)
+		if err != nil {
+			t.Fatalf("%s: %v", kw, err)
+		}
+		if want, ok := set[kw]; ok && v != want {
+			t.Errorf("%s: %q, want %q", kw, v, want)
+		}
+		d := NewConfig()
+		if v != "" {
+			if err := d.SetValue(kw, v); err != nil {
+				t.Errorf("SetValue does not read Value's %s %q: %v", kw, v, err)
+			}
+		}
+	}
+	for kw, want := range map[string]string{"referrals-per-second": "7.25", "proven-requests-per-second": "0.01"} {
+		if got, _ := c.Value(kw); got != want {
+			t.Errorf("%s follows its default: %q, want %q", kw, got, want)
+		}
+	}
+	if _, err := c.Value("no-such-keyword"); err == nil || !strings.Contains(err.Error(), "no-such-keyword") {
+		t.Errorf("unknown keyword: %v", err)
+	}
+}
+
+func TestStatsStringLabelsEveryNumber(t *testing.T) {
+	s := Stats{CacheLength: 2, Evictions: 9}
+	s.count(AllowanceNoData, Slip, IPOk, RTRateLimit)
+	want := "RPS Answer 0 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 0 Drop 0 Slip 1; " +
+		"IPReasons Ok 1 NotConfigured 0 NotReached 0 RateLimit 0 CacheFull 0 Exempt 0; " +
+		"RTReasons Ok 0 NotConfigured 0 NotReached 0 RateLimit 1 NotUDP 0 CacheFull 0 AllLimit 0; CacheLength 2; Evictions 9"
+	if got := s.String(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

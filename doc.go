@@ -70,14 +70,17 @@
 // and all-per-second limits all UDP responses to a client network
 // together; either one, exceeded, drops the response (all-per-second never
 // slips). qps-scale shrinks the allowances while the server as a whole
-// sends more than qps-scale responses per second. Only responses over UDP are response-limited: over TCP a
-// client's address is proven.
+// sends more than qps-scale responses per second. Only responses over UDP
+// are response-limited: over TCP a client's address is proven.
 //
 // # Time
 //
 // By default Debit reads a process-wide clock that a goroutine advances
 // every millisecond while any RRL is in use, because reading the system
-// clock costs more than the rest of a Debit. The clock is monotonic: steps
+// clock costs more than the rest of a Debit. The goroutine starts with the
+// first Debit and exits about a second after the last one; tests that check
+// for leaked goroutines wait for it with WaitClockIdle, or give their RRLs
+// an injected clock, which starts none. The clock is monotonic: steps
 // of the wall clock change nothing. Config.SetNowFunc injects another clock
 // for tests; steps back are then ignored and steps forward count for at
 // most a day, so no clock can lock a client out or overflow the arithmetic.

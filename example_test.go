@@ -58,8 +58,8 @@ func ExampleConfig_SetValue() {
 	fmt.Println(cfg.SetValue("nxdomains-per-second", "-3"))
 	fmt.Println(cfg.SetValue("exempt-clients", "192.0.2.0/24, 2001:db8::/32"))
 	// Output:
-	// rrl: window "0": want a whole number from 1 to 3600
-	// rrl: nxdomains-per-second "-3": want a decimal number, 0 (off) or from 0.01 to 1000000
+	// rrl: window "0": want a whole number (digits only) from 1 to 3600
+	// rrl: nxdomains-per-second "-3": want a plain decimal number (such as 5 or 0.5), 0 (off) or from 0.01 to 1000000
 	// <nil>
 }
 

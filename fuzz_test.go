@@ -9,8 +9,9 @@ import (
 )
 
 // FuzzSetValue checks that SetValue never panics, that a refusal names the
-// keyword and leaves the Config as it was, and that an accepted value gives
-// a Config that an RRL can be made from and debited through.
+// keyword and leaves the Config as it was, and that an accepted value reads
+// back through Value and gives a Config that an RRL can be made from and
+// debited through.
 func FuzzSetValue(f *testing.F) {
 	for _, k := range Keywords() {
 		f.Add(k, "1")
@@ -31,6 +32,18 @@ func FuzzSetValue(f *testing.F) {
 				t.Errorf("a refused SetValue(%q, %q) changed the Config", keyword, value)
 			}
 			return
+		}
+		// Value reads the setting back in a form SetValue takes again.
+		v, err := c.Value(keyword)
+		if err != nil {
+			t.Fatalf("Value(%q) after SetValue(%q, %q): %v", keyword, keyword, value, err)
+		}
+		d := NewConfig()
+		if err := d.SetValue(keyword, v); err != nil {
+			t.Fatalf("SetValue(%q, %q) refuses what Value returned: %v", keyword, v, err)
+		}
+		if again, _ := d.Value(keyword); again != v {
+			t.Fatalf("%s: %q read back as %q", keyword, v, again)
 		}
 		r := NewRRL(c)
 		for range 3 {

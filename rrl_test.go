@@ -335,7 +335,9 @@ func TestStats(t *testing.T) {
 	debitN(r, udp("192.0.2.1"), answer("a."), 3)
 	debitN(r, tcp("192.0.2.1"), &ResponseTuple{AllowanceCategory: AllowanceNXDomain}, 1)
 	s := r.GetStats(true)
-	want := "RPS [3 0 0 1 0] Actions [2 1 1] IPReasons [0 4 0 0 0 0] RTReasons [1 0 0 2 1 0 0] CacheLength 1 Evictions 0"
+	want := "RPS Answer 3 Referral 0 NoData 0 NXDomain 1 Error 0; Actions Send 2 Drop 1 Slip 1; " +
+		"IPReasons Ok 0 NotConfigured 4 NotReached 0 RateLimit 0 CacheFull 0 Exempt 0; " +
+		"RTReasons Ok 1 NotConfigured 0 NotReached 0 RateLimit 2 NotUDP 1 CacheFull 0 AllLimit 0; CacheLength 1; Evictions 0"
 	if s.String() != want {
 		t.Errorf("got  %s\nwant %s", s, want)
 	}

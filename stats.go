@@ -1,6 +1,9 @@
 package rrl
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Stats counts the outcomes of Debit. An RRL keeps them per shard and
 // GetStats sums them; a Stats value itself is not safe for concurrent use.
@@ -52,8 +55,23 @@ func (s *Stats) count(cat AllowanceCategory, act Action, ipr IPReason, rtr RTRea
 	s.RTReasons[rtr]++
 }
 
-// String returns the counters on one line, in the order of the fields.
+// String returns the counters on one line, each with its label (the
+// identifier without its type's prefix), in the order of the fields:
+//
+//	RPS Answer 3 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 2 Drop 1 Slip 1; IPReasons Ok 0 NotConfigured 4 ...; RTReasons Ok 2 ...; CacheLength 2; Evictions 0
 func (s Stats) String() string {
-	return fmt.Sprintf("RPS %v Actions %v IPReasons %v RTReasons %v CacheLength %d Evictions %d",
-		s.RPS, s.Actions, s.IPReasons, s.RTReasons, s.CacheLength, s.Evictions)
+	var b strings.Builder
+	group := func(label string, counts []int64, name func(int) string, prefix string) {
+		b.WriteString(label)
+		for i, n := range counts {
+			fmt.Fprintf(&b, " %s %d", strings.TrimPrefix(name(i), prefix), n)
+		}
+		b.WriteString("; ")
+	}
+	group("RPS", s.RPS[:], func(i int) string { return AllowanceCategory(i).String() }, "Allowance")
+	group("Actions", s.Actions[:], func(i int) string { return Action(i).String() }, "")
+	group("IPReasons", s.IPReasons[:], func(i int) string { return IPReason(i).String() }, "IP")
+	group("RTReasons", s.RTReasons[:], func(i int) string { return RTReason(i).String() }, "RT")
+	fmt.Fprintf(&b, "CacheLength %d; Evictions %d", s.CacheLength, s.Evictions)
+	return b.String()
 }

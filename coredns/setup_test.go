@@ -229,7 +229,7 @@ var newlyRefused = []struct{ input, want string }{
 	{"rrl {\n responses-per-second 1e3\n}", "Testfile:2 - Error during parsing: responses-per-second \"1e3\": want a plain decimal number"},
 	{"rrl {\n responses-per-second +5\n}", "want a plain decimal number"},
 	{"rrl {\n responses-per-second 5.\n}", "want a plain decimal number"},
-	{"rrl {\n window +5\n}", "want a plain decimal number"},
+	{"rrl {\n window +5\n}", "want a whole number (digits only)"},
 	{"rrl {\n qps-scale 1e3\n}", "want a plain decimal number"},
 	{"rrl {\n exempt-clients 10.0.0.1/8\n}", "Testfile:2 - Error during parsing: exempt-clients: 10.0.0.1/8 has bits set past its prefix length; write the network, 10.0.0.0/8"},
 	{"rrl {\n exempt-clients 192.0.2.0/24,2001:db8::1/32\n}", "2001:db8::1/32 has bits set"},
