@@ -30,14 +30,14 @@ func (h *RRL) start() {
 		return
 	}
 	h.tickStop, h.tickDone = make(chan struct{}), make(chan struct{})
-	go h.runTicker(h.tickStop, h.tickDone)
+	go h.runTicker(tickInterval, h.tickStop, h.tickDone)
 }
 
-// runTicker calls tick every tickInterval until stop is closed, and then
+// runTicker calls tick every interval until stop is closed, and then
 // closes done.
-func (h *RRL) runTicker(stop <-chan struct{}, done chan<- struct{}) {
+func (h *RRL) runTicker(interval time.Duration, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(tickInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,11 +73,19 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 		}
 	}
 	h.stats = newInstanceStats(zones, opts.reportOnly)
-	h.stats.maxTableSize = opts.maxTableSize
+	h.stats.maxTableSize = maxTableSize(cfg)
 	cfg.SetObserver(h.stats.observe)
 	h.limiter = core.NewRRL(cfg)
 	h.stats.limiter = h.limiter
 	return h
+}
+
+// maxTableSize is the block's max-table-size, set or default, as the core
+// reads it.
+func maxTableSize(cfg *core.Config) int {
+	v, _ := cfg.Value("max-table-size")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // Name implements plugin.Handler.

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
-	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/coredns/caddy"
@@ -73,24 +70,15 @@ func listenHosts(cfg *dnsserver.Config) []string {
 	return cfg.ListenHosts
 }
 
-// keywordsWithOneValue are the block directives that take exactly one value
-// and go straight to the core's Config.SetValue, which checks the range.
-var keywordsWithOneValue = map[string]bool{
-	"window":                     true,
-	"ipv4-prefix-length":         true,
-	"ipv6-prefix-length":         true,
-	"responses-per-second":       true,
-	"nodata-per-second":          true,
-	"nxdomains-per-second":       true,
-	"referrals-per-second":       true,
-	"errors-per-second":          true,
-	"requests-per-second":        true,
-	"proven-requests-per-second": true,
-	"all-per-second":             true,
-	"slip-ratio":                 true,
-	"qps-scale":                  true,
-	"max-table-size":             true,
-}
+// coreKeywords are the block directives that go straight to the core's
+// Config.SetValue, which checks the value and names the allowed range.
+var coreKeywords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range core.Keywords() {
+		m[k] = true
+	}
+	return m
+}()
 
 // parse reads the rrl directive of one server block into a handler that has
 // its own table: blocks never share accounts, even on one listener.
@@ -151,15 +139,11 @@ func overlaps(zone string, zones []string) bool {
 	return false
 }
 
-// defaultMaxTableSize is the core's default max-table-size (BIND's too).
-const defaultMaxTableSize = 100000
-
 // options are the settings of the plugin itself, beside the core's Config.
 type options struct {
-	reportOnly   bool
-	maxTableSize int // as given to the core, for the metrics
-	secret       [16]byte
-	previous     *[16]byte
+	reportOnly bool
+	secret     [16]byte
+	previous   *[16]byte
 }
 
 // parseBlock reads the block after "rrl [ZONES...]". Each directive may
@@ -167,7 +151,7 @@ type options struct {
 // value silently winning is how a limit ends up not what the operator read.
 func parseBlock(c *caddy.Controller) (*core.Config, options, error) {
 	cfg := core.NewConfig()
-	opts := options{secret: processSecret(), maxTableSize: defaultMaxTableSize}
+	opts := options{secret: processSecret()}
 	seen := map[string]bool{}
 	for c.NextBlock() {
 		kw := c.Val()
@@ -190,29 +174,18 @@ func parseBlock(c *caddy.Controller) (*core.Config, options, error) {
 // parseDirective applies one line of the block.
 func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw string, args []string) error {
 	switch {
-	case keywordsWithOneValue[kw]:
-		if len(args) != 1 {
-			return c.Errf("%s takes exactly one value, got %d", kw, len(args))
-		}
-		if err := cfg.SetValue(kw, args[0]); err != nil {
-			return c.Err(coreMessage(err))
-		}
-		if !plainDecimal.MatchString(args[0]) {
-			return c.Errf("%s %q: want a plain decimal number: digits, with a fraction where allowed (5, 0.5)", kw, args[0])
-		}
-		if kw == "max-table-size" {
-			opts.maxTableSize, _ = strconv.Atoi(args[0])
-		}
 	case kw == "exempt-clients":
 		if len(args) == 0 {
 			return c.Errf("%s needs at least one address or CIDR prefix", kw)
 		}
-		for _, a := range args {
-			if err := checkPrefix(a); err != nil {
-				return c.Errf("%s: %v", kw, err)
-			}
-		}
 		if err := cfg.SetValue(kw, strings.Join(args, " ")); err != nil {
+			return c.Err(coreMessage(err))
+		}
+	case coreKeywords[kw]:
+		if len(args) != 1 {
+			return c.Errf("%s takes exactly one value, got %d", kw, len(args))
+		}
+		if err := cfg.SetValue(kw, args[0]); err != nil {
 			return c.Err(coreMessage(err))
 		}
 	case kw == "report-only" || kw == "log-only":
@@ -224,31 +197,6 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		return parseSecrets(c, opts, args)
 	default:
 		return c.Errf("unknown property %q", kw)
-	}
-	return nil
-}
-
-// plainDecimal is what a value may look like: digits with an optional
-// fraction. The core also takes "1e3", "+5" or ".5", which in a Corefile
-// are more likely typos than intentions.
-var plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
-
-// checkPrefix refuses a CIDR prefix with host bits set ("10.0.0.1/8"): it
-// is taken as its network (10.0.0.0/8), which is more than it says, and an
-// exemption wider than the operator meant is an exemption from limiting.
-// The rest (commas, addresses) is left to the core.
-func checkPrefix(arg string) error {
-	for _, f := range strings.Split(arg, ",") {
-		if !strings.Contains(f, "/") {
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			continue // the core says what is wrong with it
-		}
-		if p != p.Masked() {
-			return fmt.Errorf("%s has bits set past its prefix length; write the network, %s, or the address alone", f, p.Masked())
-		}
 	}
 	return nil
 }

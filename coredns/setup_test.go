@@ -10,6 +10,7 @@ import (
 	"github.com/coredns/caddy"
 	"github.com/miekg/dns"
 
+	core "github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
@@ -119,7 +120,10 @@ func TestParseBounds(t *testing.T) {
 }
 
 func TestParseArgumentCount(t *testing.T) {
-	for kw := range keywordsWithOneValue {
+	for _, kw := range core.Keywords() {
+		if kw == "exempt-clients" {
+			continue // one or more values
+		}
 		for _, args := range []string{"", " 1 2"} {
 			_, err := parseString("rrl {\n" + kw + args + "\n}")
 			if err == nil {
@@ -231,7 +235,7 @@ var newlyRefused = []struct{ input, want string }{
 	{"rrl {\n responses-per-second 5.\n}", "want a plain decimal number"},
 	{"rrl {\n window +5\n}", "want a whole number (digits only)"},
 	{"rrl {\n qps-scale 1e3\n}", "want a plain decimal number"},
-	{"rrl {\n exempt-clients 10.0.0.1/8\n}", "Testfile:2 - Error during parsing: exempt-clients: 10.0.0.1/8 has bits set past its prefix length; write the network, 10.0.0.0/8"},
+	{"rrl {\n exempt-clients 10.0.0.1/8\n}", "Testfile:2 - Error during parsing: exempt-clients \"10.0.0.1/8\": 10.0.0.1/8 has bits set past its prefix length; write the network, 10.0.0.0/8"},
 	{"rrl {\n exempt-clients 192.0.2.0/24,2001:db8::1/32\n}", "2001:db8::1/32 has bits set"},
 }
 
@@ -303,6 +307,27 @@ func TestTwoBlocksNamesFileAndLine(t *testing.T) {
 	for _, want := range []string{"Testfile:4", "only once"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// TestGrammarIsTheCores: the plugin takes a value exactly when the core's
+// Config.SetValue does, for every keyword, and its error is the core's.
+func TestGrammarIsTheCores(t *testing.T) {
+	values := []string{"0", "1", "5", "0.5", "0.01", "0.001", "10", "128", "3600", "3601", "1000000", "1000001",
+		"1e3", "+5", "-1", ".5", "5.", "0x10", "1_000", "NaN", "Inf", "abc",
+		"10.0.0.0/8", "10.0.0.1/8", "192.0.2.1", "2001:db8::/32", "2001:db8::1/32", "::ffff:192.0.2.1"}
+	for _, kw := range core.Keywords() {
+		for _, v := range values {
+			coreErr := core.NewConfig().SetValue(kw, v)
+			_, err := parseString("rrl {\n " + kw + " " + v + "\n}")
+			if (coreErr == nil) != (err == nil) {
+				t.Errorf("%s %s: core says %v, plugin says %v", kw, v, coreErr, err)
+				continue
+			}
+			if err != nil && !strings.Contains(err.Error(), strings.TrimPrefix(coreErr.Error(), "rrl: ")) {
+				t.Errorf("%s %s: plugin error %q lacks the core's %q", kw, v, err, coreErr)
+			}
 		}
 	}
 }
