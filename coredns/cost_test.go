@@ -211,7 +211,9 @@ func newSendingWriter(b *testing.B) *sendingWriter {
 	return &sendingWriter{conn: conn}
 }
 
-func (w *sendingWriter) LocalAddr() net.Addr { return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 53} }
+func (w *sendingWriter) LocalAddr() net.Addr {
+	return &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 53}
+}
 func (w *sendingWriter) RemoteAddr() net.Addr {
 	return &net.UDPAddr{IP: net.IPv4(127, 0, 60, 1), Port: 40000}
 }
