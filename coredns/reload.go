@@ -13,6 +13,7 @@ type restartTracker struct {
 
 var restarts restartTracker
 
+// begin notes that the configuration owner is being replaced.
 func (r *restartTracker) begin(owner any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -21,6 +22,8 @@ func (r *restartTracker) begin(owner any) {
 	}
 }
 
+// started notes a block of configuration gen that started; it is a block of
+// the replacement when a reload of another configuration is under way.
 func (r *restartTracker) started(gen any, h *RRL) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -29,6 +32,7 @@ func (r *restartTracker) started(gen any, h *RRL) {
 	}
 }
 
+// failed stops the blocks the failed replacement of owner started.
 func (r *restartTracker) failed(owner any) {
 	r.mu.Lock()
 	var stale []*RRL
@@ -41,6 +45,7 @@ func (r *restartTracker) failed(owner any) {
 	}
 }
 
+// done notes that owner has shut down: the reload, if any, worked.
 func (r *restartTracker) done(owner any) {
 	r.mu.Lock()
 	if r.owner == owner {

@@ -1,17 +1,12 @@
 package rrl
 
 import (
-	"encoding/hex"
-	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coredns/caddy"
-	"github.com/miekg/dns"
 
 	core "github.com/dnsrrl/rrl"
-	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // parseString runs the Corefile parser on one rrl directive of a server
@@ -182,42 +177,6 @@ func TestSetupRegisters(t *testing.T) {
 	err := setup(c)
 	if err == nil || !strings.Contains(err.Error(), "plugin/rrl") {
 		t.Fatalf("setup of a bad block: error %v, want one from plugin/rrl", err)
-	}
-}
-
-// TestSecretIsStable: blocks without cookie-secret, parsed apart as a reload
-// or a neighbouring block would be, accept each other's server cookies; a
-// block with its own cookie-secret does not.
-func TestSecretIsStable(t *testing.T) {
-	first, err := parseString("rrl {\n responses-per-second 5\n}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := parseString("rrl {\n errors-per-second 5\n}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := parseString("rrl {\n responses-per-second 5\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.secret == ([16]byte{}) {
-		t.Fatal("the generated cookie secret is all zeros")
-	}
-	client := netip.MustParseAddr("192.0.2.1")
-	now := time.Unix(1700000000, 0)
-	cc := []byte("clientck")
-	sc := first.cookies.ServerCookie(cc, client, now)
-	req := new(dns.Msg)
-	req.SetQuestion("www.example.org.", dns.TypeA)
-	req.SetEdns0(1232, false)
-	opt := req.IsEdns0()
-	opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(cc) + hex.EncodeToString(sc[:])})
-	if got := second.cookies.Check(req, client, now); got != miekgrrl.CookieValid {
-		t.Errorf("a server cookie of one block is %v in another block without cookie-secret, want valid", got)
-	}
-	if got := own.cookies.Check(req, client, now); got == miekgrrl.CookieValid {
-		t.Error("a block with its own cookie-secret accepts the generated secret's cookies")
 	}
 }
 
