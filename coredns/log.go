@@ -92,12 +92,6 @@ func (e *episodes) end(account uint64) string {
 	return line
 }
 
-func (e *episodes) len() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.m)
-}
-
 // describeStop renders a stop or eviction. With the start line it names what
 // the start named; without it (the table of episodes was full, or the start
 // predates a reload) it says what the event itself knows.
@@ -197,7 +191,7 @@ func describe(ev core.Event, reportOnly bool) string {
 	} else {
 		b.WriteString("limit ")
 	}
-	if ev.Limit == "requests-per-second" {
+	if ev.Limit == "requests-per-second" || ev.Limit == "proven-requests-per-second" {
 		b.WriteString("requests from ")
 	} else {
 		noun, ok := limitNouns[ev.Limit]
@@ -233,7 +227,7 @@ func describe(ev core.Event, reportOnly bool) string {
 // network limits (all-per-second, requests-per-second) and errors are not.
 func tupleNamed(ev core.Event) bool {
 	switch ev.Limit {
-	case "all-per-second", "requests-per-second", "errors-per-second":
+	case "all-per-second", "requests-per-second", "proven-requests-per-second", "errors-per-second":
 		return false
 	}
 	return ev.Tuple.AllowanceCategory != core.AllowanceError

@@ -5,7 +5,8 @@
 //
 // Usage:
 //
-//	rrl-example-server [-port 5300] [-rate 5] [-slip 2] [-window 15] [-secret hex] [-report-only] [-v]
+//	rrl-example-server [-port 5300] [-rate 5] [-slip 2] [-window 15] [-requests 0] [-proven-requests r]
+//	                   [-secret hex] [-report-only] [-v]
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +36,8 @@ type options struct {
 	rate       string // responses-per-second
 	slip       string // slip-ratio
 	window     string
+	requests   string // requests-per-second
+	proven     string // proven-requests-per-second; "" to leave it at requests-per-second
 	secret     [16]byte
 	reportOnly bool
 	verbose    bool
@@ -51,7 +55,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Printf("serving example.org. on %s (udp, tcp), responses-per-second %s, slip-ratio %s", s.udp.PacketConn.LocalAddr(), o.rate, o.slip)
+	log.Printf("serving example.org. on %s (udp, tcp): %s", s.udp.PacketConn.LocalAddr(), s.settings)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
@@ -64,6 +68,8 @@ func parseFlags(args []string) (options, error) {
 	rate := fs.Float64("rate", 5, "responses-per-second allowed to each client network")
 	slip := fs.Int("slip", 2, "slip-ratio: 1 in this many limited responses is slipped (0: none)")
 	window := fs.Int("window", 15, "window in seconds")
+	requests := fs.Float64("requests", 0, "requests-per-second allowed to each client network (0: no limit)")
+	proven := fs.Float64("proven-requests", -1, "proven-requests-per-second: requests over TCP or with a valid server cookie (default: -requests)")
 	secret := fs.String("secret", "", "cookie secret, 32 hex digits (default: random)")
 	reportOnly := fs.Bool("report-only", false, "send every response; only log what would be limited")
 	verbose := fs.Bool("v", false, "log every decision")
@@ -72,11 +78,15 @@ func parseFlags(args []string) (options, error) {
 	}
 	o := options{
 		addr:       net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)),
-		rate:       strconv.FormatFloat(*rate, 'g', -1, 64),
+		rate:       decimal(*rate),
 		slip:       strconv.Itoa(*slip),
 		window:     strconv.Itoa(*window),
+		requests:   decimal(*requests),
 		reportOnly: *reportOnly,
 		verbose:    *verbose,
+	}
+	if *proven >= 0 {
+		o.proven = decimal(*proven)
 	}
 	if *secret == "" {
 		rand.Read(o.secret[:])
@@ -90,11 +100,15 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
+// decimal writes a rate as the limiter reads it: plain decimal notation.
+func decimal(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
 // server is a running example server.
 type server struct {
 	udp, tcp *dns.Server
 	limiter  *rrl.RRL
 	cookies  *miekgrrl.Cookies
+	settings string // the limiter's settings that the flags set, as it holds them
 }
 
 // start loads and signs the zone and serves it on o.addr until shutdown.
@@ -115,7 +129,15 @@ func start(o options) (*server, error) {
 	}
 
 	cfg := rrl.NewConfig()
-	for _, kv := range [][2]string{{"responses-per-second", o.rate}, {"slip-ratio", o.slip}, {"window", o.window}} {
+	settings := [][2]string{{"responses-per-second", o.rate}, {"slip-ratio", o.slip}, {"window", o.window},
+		{"requests-per-second", o.requests}}
+	if o.proven != "" {
+		settings = append(settings, [2]string{"proven-requests-per-second", o.proven})
+	}
+	for _, kv := range settings {
+		if kv[1] == "" {
+			continue // left at its default
+		}
 		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
 			return nil, err
 		}
@@ -123,7 +145,7 @@ func start(o options) (*server, error) {
 	if o.now != nil {
 		cfg.SetNowFunc(o.now)
 	}
-	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret)}
+	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg)}
 	opts := miekgrrl.Options{ReportOnly: o.reportOnly, Cookies: s.cookies, OnDecision: o.onDecision}
 	if o.verbose {
 		opts.OnDecision = logDecision(o.onDecision)
@@ -154,6 +176,20 @@ func start(o options) (*server, error) {
 	return s, nil
 }
 
+// flagSettings lists the settings of cfg that the flags set, read back
+// from cfg: a default shows as the value it takes.
+func flagSettings(cfg *rrl.Config) string {
+	var s []string
+	for _, k := range []string{"responses-per-second", "slip-ratio", "window", "requests-per-second", "proven-requests-per-second"} {
+		v, err := cfg.Value(k)
+		if err != nil {
+			v = err.Error()
+		}
+		s = append(s, k+" "+v)
+	}
+	return strings.Join(s, ", ")
+}
+
 func (s *server) shutdown() {
 	s.udp.Shutdown()
 	s.tcp.Shutdown()
@@ -170,10 +206,17 @@ func logDecision(next func(miekgrrl.Decision)) func(miekgrrl.Decision) {
 		if d.ReportOnly && d.Action != rrl.Send {
 			report = " (report only: sent)"
 		}
-		if !d.Limited {
-			log.Printf("%s %s %v %s %q: valid server cookie, not limited", d.Client, transport,
-				d.Tuple.AllowanceCategory, dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName)
-		} else {
+		switch {
+		case d.RequestDropped:
+			q := "no question"
+			if len(d.Request.Question) > 0 {
+				q = fmt.Sprintf("%s %q", dns.TypeToString[d.Request.Question[0].Qtype], d.Request.Question[0].Name)
+			}
+			log.Printf("%s %s request %s: %v%s [%v %v]", d.Client, transport, q, d.Action, report, d.IPReason, d.Cookie)
+		case !d.Limited:
+			log.Printf("%s %s %v %s %q: valid server cookie, response not limited [%v]", d.Client, transport,
+				d.Tuple.AllowanceCategory, dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName, d.IPReason)
+		default:
 			log.Printf("%s %s %v %s %q: %v%s [%v %v %v]", d.Client, transport, d.Tuple.AllowanceCategory,
 				dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName, d.Action, report, d.IPReason, d.RTReason, d.Cookie)
 		}

@@ -95,8 +95,22 @@ func TestParseFlags(t *testing.T) {
 	if _, err := parseFlags([]string{"-secret", "abc"}); err == nil {
 		t.Error("short secret accepted")
 	}
-	if o, _ := parseFlags(nil); o.addr != "127.0.0.1:5300" || o.secret == [16]byte{} {
+	if o, _ := parseFlags(nil); o.addr != "127.0.0.1:5300" || o.secret == [16]byte{} || o.requests != "0" || o.proven != "" {
 		t.Errorf("defaults %+v", o)
+	}
+	o, err = parseFlags([]string{"-rate", "0.0000001", "-requests", "20", "-proven-requests", "100"})
+	if err != nil || o.rate != "0.0000001" || o.requests != "20" || o.proven != "100" {
+		t.Errorf("rates %+v %v: want plain decimals", o, err)
+	}
+}
+
+// The settings logged at start are the limiter's: proven-requests-per-second
+// shows the requests-per-second it defaults to.
+func TestSettingsReadBack(t *testing.T) {
+	s, _, _ := startTestServer(t, func(o *options) { o.requests = "2" })
+	want := "responses-per-second 1, slip-ratio 1, window 15, requests-per-second 2, proven-requests-per-second 2"
+	if s.settings != want {
+		t.Errorf("settings %q, want %q", s.settings, want)
 	}
 }
 
