@@ -9,8 +9,8 @@ replace (
 
 require (
 	github.com/coredns/caddy v1.1.4
-	github.com/dnsrrl/rrl v0.0.0
-	github.com/dnsrrl/rrl/miekgrrl v0.0.0
+	github.com/dnsrrl/rrl v0.1.0
+	github.com/dnsrrl/rrl/miekgrrl v0.1.0
 	github.com/dnstap/golang-dnstap v0.4.0
 	github.com/farsightsec/golang-framestream v0.3.0
 	github.com/gopacket/gopacket v1.7.7
