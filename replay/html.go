@@ -172,13 +172,14 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"time": fmtTime, "cats": func() []string { return categoryNames[:] }}).Parse(`<!DOCTYPE html>
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"time": fmtTime, "cats": func() []string { return categoryNames[:] }, "total": func(c *Counts) int64 { return c.Sent + c.Slipped + c.Dropped }}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>rrl-replay report</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:80em}
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+p{max-width:60em}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
-td,th{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:right}
+td,th{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:right;white-space:nowrap}
 td:first-child,th:first-child{text-align:left}
 svg.chart{display:block;margin:1em 0;background:#fafafa;border:1px solid #eee}
 svg .title{font-size:14px;font-weight:600}
@@ -194,10 +195,10 @@ svg .grid{stroke:#e4e4e4}
 {{range .Sections}}{{$r := .R}}<section>
 <h2>{{if $r.Setting}}{{$r.Setting}}{{else}}Report{{end}}</h2>
 <p>Traffic from {{time $r.First}} to {{time $r.Last}}, {{$r.Packets}} packets. Settings: {{range $i, $s := $r.Settings}}{{if $i}}; {{end}}{{$s}}{{else}}none (nothing is limited){{end}}.
-{{if $r.Zones}}Zones: {{range $r.Zones}}{{.}} {{end}}.{{end}} Cookies: {{$r.Cookies}}.</p>
-<table><tr><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th></tr>
-{{range cats}}{{$c := index $r.Categories .}}<tr><td>{{.}}</td><td>{{$c.Sent}}</td><td>{{$c.Slipped}}</td><td>{{$c.Dropped}}</td></tr>
-{{end}}<tr><th>all {{$r.Responses}}</th><th>{{$r.Sent}}</th><th>{{$r.Slipped}}</th><th>{{$r.Dropped}}</th></tr></table>
+{{if $r.Zones}}Zones: {{range $i, $z := $r.Zones}}{{if $i}}, {{end}}{{$z}}{{end}}{{end}} Cookies: {{$r.Cookies}}.</p>
+<table><tr><th>category</th><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th></tr>
+{{range cats}}{{$c := index $r.Categories .}}<tr><td>{{.}}</td><td>{{total $c}}</td><td>{{$c.Sent}}</td><td>{{$c.Slipped}}</td><td>{{$c.Dropped}}</td></tr>
+{{end}}<tr><th>all</th><th>{{$r.Responses}}</th><th>{{$r.Sent}}</th><th>{{$r.Slipped}}</th><th>{{$r.Dropped}}</th></tr></table>
 <p>Queries {{$r.Queries}}, dropped by requests-per-second {{$r.RequestsDropped}}. Bytes of responses captured {{$r.Bytes.Captured}}, would have been sent {{$r.Bytes.Sent}} ({{.Cut}} cut). Networks limited at least once: {{$r.LimitedNetworks}}.</p>
 {{.Overall}}
 {{range .Networks}}{{.}}{{end}}
