@@ -12,6 +12,7 @@ const (
 	maxFragmented   = 4096
 	fragmentTimeout = 60 * time.Second
 	maxDatagram     = 65535
+	maxFragments    = 64 // per datagram: 45 fragments of 1,500 bytes make the largest
 )
 
 type fragmentKey struct {
@@ -62,6 +63,10 @@ func (d *defragmenter) add(key fragmentKey, off int, more bool, proto byte, payl
 		}
 		g = &datagram{total: -1, first: at}
 		d.pending[key] = g
+	}
+	if len(g.parts) >= maxFragments {
+		d.skip(SkipFragment)
+		return nil, 0, false
 	}
 	if off == 0 {
 		g.proto = proto
