@@ -10,13 +10,11 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/dnsrrl/rrl/replay"
 	"github.com/dnsrrl/rrl/replay/internal/capgen"
 	dnstap "github.com/dnstap/golang-dnstap"
 	"github.com/miekg/dns"
-	"google.golang.org/protobuf/proto"
 )
 
 // tapExchanges writes exchanges as a server's dnstap log: a CLIENT_QUERY
@@ -24,60 +22,32 @@ import (
 // kinds of message in between that the replay must skip.
 func tapExchanges(t *testing.T, w io.Writer, bidirectional, auth bool, exchanges []capgen.Exchange) {
 	t.Helper()
-	fw, err := dnstap.NewWriter(w, &dnstap.WriterOptions{Bidirectional: bidirectional})
+	tw, err := capgen.NewTapWriter(w, bidirectional)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
+		return
 	}
-	enc := dnstap.NewEncoder(fw)
 	qt, rt := dnstap.Message_CLIENT_QUERY, dnstap.Message_CLIENT_RESPONSE
 	if auth {
 		qt, rt = dnstap.Message_AUTH_QUERY, dnstap.Message_AUTH_RESPONSE
 	}
-	typ := dnstap.Dnstap_MESSAGE
-	for i, e := range exchanges {
-		proto_ := dnstap.SocketProtocol_UDP
-		if e.TCP {
-			proto_ = dnstap.SocketProtocol_TCP
+	for i := range exchanges {
+		e := &exchanges[i]
+		if err := tw.Encode(e, qt, capgen.QueryTime(e), e.Query); err != nil {
+			t.Error(err)
+			return
 		}
-		msg := func(mt dnstap.Message_Type, at time.Time) *dnstap.Message {
-			return &dnstap.Message{
-				Type: &mt, SocketProtocol: &proto_,
-				QueryAddress: e.Client.Addr().AsSlice(), QueryPort: proto.Uint32(uint32(e.Client.Port())),
-				ResponseAddress: e.Server.Addr().AsSlice(), ResponsePort: proto.Uint32(53),
-				QueryTimeSec: proto.Uint64(uint64(at.Unix())), QueryTimeNsec: proto.Uint32(uint32(at.Nanosecond())),
-			}
-		}
-		qat := e.At // as in the capture: over TCP, after the handshake
-		if e.TCP {
-			qat = e.At.Add(2 * capgen.ResponseDelay / 8)
-		}
-		q := msg(qt, qat)
-		q.QueryMessage = e.Query
-		r := msg(rt, e.At)
-		at := e.At.Add(capgen.ResponseDelay)
-		if e.TCP {
-			at = e.At.Add(3 * capgen.ResponseDelay / 8)
-		}
-		r.ResponseTimeSec, r.ResponseTimeNsec = proto.Uint64(uint64(at.Unix())), proto.Uint32(uint32(at.Nanosecond()))
-		r.ResponseMessage = e.Response
-		for _, m := range []*dnstap.Message{q, r} {
-			if err := enc.Encode(&dnstap.Dnstap{Type: &typ, Message: m}); err != nil {
-				t.Fatal(err)
-			}
+		if err := tw.Encode(e, rt, capgen.ResponseTime(e), e.Response); err != nil {
+			t.Error(err)
+			return
 		}
 		if i%100 == 0 { // a resolver's message, and a query logged without its wire form
-			other := msg(dnstap.Message_RESOLVER_QUERY, e.At)
-			other.QueryMessage = e.Query
-			bare := msg(qt, e.At)
-			for _, m := range []*dnstap.Message{other, bare} {
-				if err := enc.Encode(&dnstap.Dnstap{Type: &typ, Message: m}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			tw.Encode(e, dnstap.Message_RESOLVER_QUERY, e.At, e.Query)
+			tw.Encode(e, qt, e.At, nil)
 		}
 	}
-	if err := fw.Close(); err != nil {
-		t.Fatal(err)
+	if err := tw.Close(); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -106,10 +106,7 @@ func decide(t testing.TB, kv []string, exchanges []capgen.Exchange, validCookie 
 		e := &exchanges[i]
 		client := e.Client.Addr()
 		valid := validCookie != nil && validCookie(e)
-		now = e.At // over TCP, the query follows the handshake: 2 of capgen's steps
-		if e.TCP {
-			now = e.At.Add(2 * capgen.ResponseDelay / 8)
-		}
+		now = capgen.QueryTime(e)
 		act, _ := r.DebitRequestAddr(client, !e.TCP, valid)
 		if e.Response == nil {
 			if act == rrl.Drop {
@@ -122,10 +119,7 @@ func decide(t testing.TB, kv []string, exchanges []capgen.Exchange, validCookie 
 			t.Fatal(err)
 		}
 		tuple := miekgrrl.Tuple(nil, &m, "")
-		now = e.At.Add(capgen.ResponseDelay)
-		if e.TCP {
-			now = e.At.Add(3 * capgen.ResponseDelay / 8)
-		}
+		now = capgen.ResponseTime(e)
 		switch {
 		case act == rrl.Drop:
 			exp.requestsDropped++

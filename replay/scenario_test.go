@@ -3,6 +3,7 @@ package replay_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -139,23 +140,57 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// The sample capture the README shows is the one gencapture makes with
-// its defaults, so anyone can make it again.
+// The sample capture and dnstap log are the ones gencapture makes with its
+// defaults, so anyone can make them again; and they replay to the same
+// report but for the count of packets.
 func TestSampleCapture(t *testing.T) {
-	want, err := os.ReadFile("testdata/sample.pcap")
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		file string
+		make func(io.Writer) error
+	}{
+		{"testdata/sample.pcap", func(w io.Writer) error {
+			cw, err := capgen.NewWriter(w, ethernet, false)
+			if err != nil {
+				return err
+			}
+			return capgen.Traffic(1, capgen.Start, 20*time.Second, 50, 0.5, 0.1, cw.Write)
+		}},
+		{"testdata/sample.dnstap", func(w io.Writer) error {
+			tw, err := capgen.NewTapWriter(w, false)
+			if err != nil {
+				return err
+			}
+			if err := capgen.Traffic(1, capgen.Start, 20*time.Second, 50, 0.5, 0.1, tw.Write); err != nil {
+				return err
+			}
+			return tw.Close()
+		}},
+	} {
+		want, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := c.make(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf.Bytes(), want) {
+			t.Errorf("%s is not what go run ./internal/gencapture makes", c.file)
+		}
 	}
-	var buf bytes.Buffer
-	w, err := capgen.NewWriter(&buf, ethernet, false)
-	if err != nil {
-		t.Fatal(err)
+	opts := replay.Options{Settings: settings(t, "responses-per-second=5", "requests-per-second=20")}
+	var reports [2][]byte
+	for i, f := range []string{"testdata/sample.pcap", "testdata/sample.dnstap"} {
+		r, _ := replay.New(opts)
+		if err := r.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+		rep := r.Reports()[0]
+		rep.Packets = 0
+		reports[i], _ = json.Marshal(rep)
 	}
-	if err := capgen.Traffic(1, capgen.Start, 20*time.Second, 50, 0.5, 0.1, w.Write); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Error("testdata/sample.pcap is not what go run ./internal/gencapture -o testdata/sample.pcap makes")
+	if !bytes.Equal(reports[0], reports[1]) {
+		t.Errorf("the pcap and the dnstap log replay differently:\n%s\n%s", reports[0], reports[1])
 	}
 }
 
