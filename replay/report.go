@@ -90,8 +90,8 @@ type NetworkEntry struct {
 type TupleEntry struct {
 	Network  string `json:"network"`
 	Category string `json:"category"`
-	Name     string `json:"name,omitempty"`
-	Type     string `json:"type,omitempty"`
+	Name     string `json:"name"` // "" for errors, which are charged to the network alone
+	Type     string `json:"type"` // for answers only, as the accounts tell them apart
 	Counts
 	First time.Time `json:"first"`
 	Last  time.Time `json:"last"`
