@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,4 +301,40 @@ func (s *stoppingReader) Read(p []byte) (int, error) {
 		s.stop()
 	}
 	return n, nil
+}
+
+// Stats and Stop may be called from other goroutines while a replay reads
+// (the progress line and the interrupt handler do): run with -race.
+func TestConcurrentStatsAndStop(t *testing.T) {
+	capture := pcapOf(t, ethernet, false, traffic(t, 20, 200, 0.3, 0.1))
+	r, _ := replay.New(replay.Options{Settings: settings(t, "responses-per-second=5")})
+	done := make(chan struct{})
+	var watchers sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		watchers.Add(1)
+		go func() {
+			defer watchers.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if p, m := r.Stats(); m > p*2 {
+					t.Errorf("%d messages from %d packets", m, p)
+					return
+				}
+				if n == 1000 {
+					r.Stop()
+				}
+				runtime.Gosched()
+			}
+		}()
+	}
+	err := r.Read(bytes.NewReader(capture))
+	close(done)
+	watchers.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
