@@ -83,7 +83,8 @@ func (r *reassembler) segment(s *tcpSegment) {
 		if f == nil {
 			f = r.add(key)
 		}
-		*f = flow{next: s.seq + 1, buf: f.buf[:0]}
+		s.seq++ // the SYN takes a sequence number; data in it (TCP Fast Open) follows
+		*f = flow{next: s.seq, buf: f.buf[:0]}
 	}
 	if f == nil {
 		if len(s.payload) == 0 {

@@ -87,6 +87,21 @@ func TestTCPReassembly(t *testing.T) {
 	}
 }
 
+// A query in the SYN itself (TCP Fast Open) is read.
+func TestTCPFastOpen(t *testing.T) {
+	q := capgen.Query(1, "www.example.org.", dns.TypeA, "")
+	r := capgen.Response(q, capgen.Answer, "example.org.")
+	segs := []segment{
+		{false, 0, capgen.SYN, framed(q)},
+		{true, 0, capgen.SYN, nil},
+		{true, 1, 0, framed(r)},
+	}
+	rep := replayBytes(t, replay.Options{}, tcpCapture(t, "203.0.113.9:4000", segs))
+	if rep.Queries != 1 || rep.Responses != 1 || rep.Unmatched != 0 || len(rep.Skipped) != 0 {
+		t.Errorf("%d queries, %d responses, %d without query, skipped %v", rep.Queries, rep.Responses, rep.Unmatched, rep.Skipped)
+	}
+}
+
 // A stream that loses data is given up rather than read out of frame:
 // no garbage message comes out of it, and the loss is counted.
 func TestTCPLostSegment(t *testing.T) {
