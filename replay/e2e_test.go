@@ -107,7 +107,7 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 	}()
 	server := net.JoinHostPort("127.0.0.1", strconv.Itoa(dnsPort))
 	waitFor(t, "CoreDNS to answer", func() bool {
-		_, err := ask(server, "127.0.9.1", "ns1.example.test.", dns.TypeA)
+		_, err := ask(server, "127.0.9.1", "ns1.example.test.", dns.TypeA, false)
 		return err == nil
 	})
 
@@ -116,12 +116,14 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 		from, name string
 		qtype      uint16
 		n          int
+		tcp        bool
 	}{
-		{"127.0.1.1", "www.example.test.", dns.TypeA, 40},      // answers
-		{"127.0.2.1", "nope-%d.example.test.", dns.TypeA, 30},  // NXDOMAIN, one account for the zone
-		{"127.0.3.1", "host.sub.example.test.", dns.TypeA, 20}, // referrals
-		{"127.0.4.1", "www.example.test.", dns.TypeMX, 20},     // NODATA
-		{"127.0.5.1", "www.example.test.", dns.TypeAAAA, 1},    // a client within its allowance
+		{"127.0.1.1", "www.example.test.", dns.TypeA, 40, false},      // answers
+		{"127.0.2.1", "nope-%d.example.test.", dns.TypeA, 30, false},  // NXDOMAIN, one account for the zone
+		{"127.0.3.1", "host.sub.example.test.", dns.TypeA, 20, false}, // referrals
+		{"127.0.4.1", "www.example.test.", dns.TypeMX, 20, false},     // NODATA
+		{"127.0.5.1", "www.example.test.", dns.TypeAAAA, 1, false},    // a client within its allowance
+		{"127.0.6.1", "www.example.test.", dns.TypeA, 10, true},       // over TCP, never response-limited
 	}
 	sent := 1 // the query that waited for CoreDNS
 	for _, f := range floods {
@@ -130,7 +132,7 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 			if strings.Contains(name, "%d") {
 				name = fmt.Sprintf(name, i)
 			}
-			if _, err := ask(server, f.from, name, f.qtype); err != nil {
+			if _, err := ask(server, f.from, name, f.qtype, f.tcp); err != nil {
 				t.Fatalf("%s asking %s: %v", f.from, name, err)
 			}
 			sent++
@@ -158,7 +160,7 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if rep.Responses != int64(sent) || rep.Slipped == 0 || rep.Dropped == 0 || rep.LimitedNetworks != 4 {
+	if rep.Responses != int64(sent) || rep.Slipped == 0 || rep.Dropped == 0 || rep.LimitedNetworks != 4 || rep.Categories["answer"].Sent < 10 {
 		t.Errorf("replay: %d responses of %d, %d slipped, %d dropped, %d networks limited", rep.Responses, sent, rep.Slipped, rep.Dropped, rep.LimitedNetworks)
 	}
 	if len(rep.Skipped) != 0 {
@@ -166,10 +168,14 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 	}
 }
 
-// ask sends one query from the address from and returns the response.
-func ask(server, from, name string, qtype uint16) (*dns.Msg, error) {
+// ask sends one query from the address from, over UDP or TCP, and returns
+// the response.
+func ask(server, from, name string, qtype uint16, tcp bool) (*dns.Msg, error) {
 	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second,
 		Dialer: &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.ParseIP(from)}, Timeout: 2 * time.Second}}
+	if tcp {
+		c.Net, c.Dialer.LocalAddr = "tcp", &net.TCPAddr{IP: net.ParseIP(from)}
+	}
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
 	resp, _, err := c.Exchange(m, server)
