@@ -31,15 +31,19 @@ client networks and responses, and the bytes a reflection would have lost.
 
 CAPTURE is a pcap, pcapng or dnstap (frame streams) file, possibly
 gzipped, or - for the standard input; several are replayed in order, as
-one stream. With -listen, rrl-replay reads the dnstap
-that a running server writes (CoreDNS: "dnstap unix:///path full") until
-interrupted (Ctrl-C) or -duration has passed, then reports.
+one stream. Ctrl-C stops and reports what was read. With -listen,
+rrl-replay reads the dnstap that a running server writes (CoreDNS:
+"dnstap unix:///path full") until interrupted or -duration has passed,
+then reports.
+
+Example:
+  rrl-replay -set responses-per-second=5 -sweep slip-ratio=1,2,3 capture.pcap
 
 Queries are charged as the servers charge them, when they arrive; their
 responses unless the query carried a valid server cookie. A server cookie
 is assumed valid unless -cookie-secret is given to check it.
 
-Settings are the core's keywords:
+Settings (-set, -sweep) take the core's keywords:
   %s
 
 Flags:
@@ -75,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rrl-replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, usage, strings.Join(rrl.Keywords(), ", "))
+		fmt.Fprintf(stderr, usage, wrap(strings.Join(rrl.Keywords(), ", "), 72, "\n  "))
 		fs.PrintDefaults()
 	}
 	fs.Var(&c.sets, "set", "a setting as `keyword=value`, such as responses-per-second=5 (repeatable)")
@@ -276,6 +280,22 @@ func progress(r *replay.Replay, stderr io.Writer, quiet bool) func() {
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// wrap breaks s at spaces into lines of at most width bytes, joined by sep.
+func wrap(s string, width int, sep string) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines, line = append(lines, line), ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), sep)
 }
 
 func isTerminal(f *os.File) bool {
