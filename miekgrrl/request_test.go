@@ -387,3 +387,31 @@ func TestMiddlewareRequestLimitClosesEveryStream(t *testing.T) {
 		}
 	}
 }
+
+// A request refused by its request limit allocates nothing, over UDP or
+// TCP, with a valid cookie or none, with a hook or without: the writer the
+// handler would get is never made, and nothing is written.
+func TestMiddlewareRefusedAllocatesNothing(t *testing.T) {
+	clock := newTestClock()
+	cookies := NewCookies([16]byte{3})
+	valid := cookieQuery("www.example.org.", issuedCookie(cookies, netip.MustParseAddr("192.0.2.1"), clock.now()))
+	for _, tc := range []struct {
+		name string
+		w    *fakeWriter
+		req  *dns.Msg
+		opts Options
+	}{
+		{"udp", udpFrom("192.0.2.1"), query("www.example.org."), Options{}},
+		{"udp, hook", udpFrom("192.0.2.1"), query("www.example.org."), Options{OnDecision: func(Decision) {}}},
+		{"tcp, hook", tcpFrom("192.0.2.1"), query("www.example.org."), Options{OnDecision: func(Decision) {}}},
+		{"valid cookie, hook", udpFrom("192.0.2.1"), valid, Options{Cookies: cookies, Now: clock.now, OnDecision: func(Decision) {}}},
+	} {
+		lim := newLimiter(t, clock, "requests-per-second", "1")
+		h := Middleware(lim, answerHandler, tc.opts)
+		h.ServeDNS(tc.w, tc.req) // the allowance
+		n := testing.AllocsPerRun(100, func() { h.ServeDNS(tc.w, tc.req) })
+		if tc.w.wrote() != 1 || n != 0 {
+			t.Errorf("%s: %d written, %v allocations per refused request, want 1 and 0", tc.name, tc.w.wrote(), n)
+		}
+	}
+}
