@@ -152,7 +152,7 @@ func start(o options) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg)}
+	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg, o.proven != "")}
 	opts := miekgrrl.Options{ReportOnly: o.reportOnly, Cookies: s.cookies, OnDecision: o.onDecision}
 	if o.verbose {
 		opts.OnDecision = logDecision(o.onDecision)
@@ -184,13 +184,18 @@ func start(o options) (*server, error) {
 }
 
 // flagSettings lists the settings of cfg that the flags set, read back
-// from cfg: a default shows as the value it takes.
-func flagSettings(cfg *rrl.Config) string {
+// from cfg: a default shows as the value it takes. provenSet says whether
+// proven-requests-per-second was set: until it is, proven requests share
+// the unproven ones' account, which the value alone does not show.
+func flagSettings(cfg *rrl.Config, provenSet bool) string {
 	var s []string
 	for _, k := range []string{"responses-per-second", "slip-ratio", "window", "requests-per-second", "proven-requests-per-second"} {
 		v, err := cfg.Value(k)
 		if err != nil {
 			v = err.Error()
+		}
+		if k == "proven-requests-per-second" && !provenSet {
+			v += " (the requests-per-second account, shared)"
 		}
 		s = append(s, k+" "+v)
 	}

@@ -127,12 +127,18 @@ func TestParseFlagsOneGrammar(t *testing.T) {
 }
 
 // The settings logged at start are the limiter's: proven-requests-per-second
-// shows the requests-per-second it defaults to.
+// shows the requests-per-second it defaults to, and that it shares its
+// account until it is set.
 func TestSettingsReadBack(t *testing.T) {
 	s, _, _ := startTestServer(t, func(o *options) { o.requests = "2" })
-	want := "responses-per-second 1, slip-ratio 1, window 15, requests-per-second 2, proven-requests-per-second 2"
+	want := "responses-per-second 1, slip-ratio 1, window 15, requests-per-second 2, proven-requests-per-second 2 (the requests-per-second account, shared)"
 	if s.settings != want {
 		t.Errorf("settings %q, want %q", s.settings, want)
+	}
+	s, _, _ = startTestServer(t, func(o *options) { o.requests, o.proven = "2", "2" })
+	want = "responses-per-second 1, slip-ratio 1, window 15, requests-per-second 2, proven-requests-per-second 2"
+	if s.settings != want {
+		t.Errorf("proven set: settings %q, want %q", s.settings, want)
 	}
 }
 
