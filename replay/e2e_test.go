@@ -151,7 +151,17 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 	listening <- nil
 
 	rep := r.Reports()[0]
-	metrics := scrape(t, metricsPort)
+	// The plugin counts a response over TCP after writing it: scrape until
+	// every response the replay saw is counted (bounded).
+	var metrics map[string]int64
+	waitFor(t, "the plugin to count every response", func() bool {
+		metrics = scrape(t, metricsPort)
+		var n int64
+		for _, v := range metrics {
+			n += v
+		}
+		return n >= rep.Responses
+	})
 	for _, cat := range []string{"answer", "referral", "nodata", "nxdomain", "error"} {
 		c := rep.Categories[cat]
 		for action, got := range map[string]int64{"send": c.Sent, "slip": c.Slipped, "drop": c.Dropped} {
