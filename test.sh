@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs every check of every module in the workspace: formatting, go vet,
-# the tests with the race detector, each fuzz target for $FUZZTIME (5s by
+# staticcheck, that the modules require the same version of each other, the
+# tests with the race detector, each fuzz target for $FUZZTIME (5s by
 # default), and the end-to-end script that drives the CoreDNS binary with
 # dig or kdig. Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-packages=(./... ./miekgrrl/... ./coredns/...)
+packages=(./... ./miekgrrl/... ./coredns/... ./replay/...)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -17,6 +18,26 @@ fi
 
 echo "== go vet"
 go vet "${packages[@]}"
+
+echo "== staticcheck"
+staticcheck=$(command -v staticcheck || echo "$(go env GOPATH)/bin/staticcheck")
+if [ ! -x "$staticcheck" ]; then
+	echo "staticcheck is not installed; .ci/run installs it" >&2
+	exit 1
+fi
+"$staticcheck" "${packages[@]}"
+
+echo "== the modules require one version of each other"
+# Every require of a module of this repository (github.com/dnsrrl/rrl and
+# the modules below it) names the same version; replace lines are left out.
+versions=$(git ls-files '*go.mod' | xargs awk '
+	$1 == "module" || /=>/ { next }
+	{ for (i = 1; i < NF; i++) if ($i ~ /^github\.com\/dnsrrl\/rrl(\/[^ ]+)?$/) print FILENAME ": " $i " " $(i + 1) }')
+if [ "$(awk '{print $3}' <<<"$versions" | sort -u | wc -l)" -gt 1 ]; then
+	echo "the modules require different versions of each other (see RELEASING.md):" >&2
+	echo "$versions" >&2
+	exit 1
+fi
 
 echo "== go test -race"
 go test -race -count=1 "${packages[@]}"

@@ -1,7 +1,45 @@
 package rrl
 
-// RunningTickers tells the external tests how many block tickers run.
-func RunningTickers() int64 { return runningTickers.Load() }
+import (
+	"runtime"
+	"strings"
+	"time"
+)
+
+// RunningTickers tells the tests how many block tickers run: the goroutines
+// in runTicker, counted from a dump of every goroutine's stack. A ticker
+// that was just stopped may still be on its way out of runTicker, so the
+// count is taken again until two counts a moment apart agree (boundedly).
+func RunningTickers() int64 {
+	n := tickerGoroutines()
+	for range 200 {
+		time.Sleep(time.Millisecond)
+		m := tickerGoroutines()
+		if m == n {
+			break
+		}
+		n = m
+	}
+	return n
+}
+
+func tickerGoroutines() int64 {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return int64(strings.Count(string(buf[:n]), ".(*RRL).runTicker("))
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// episodeCount is how many episodes e remembers.
+func episodeCount(e *episodes) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.m)
+}
 
 // CookieOf gives the external tests cookieOf.
 var CookieOf = cookieOf

@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/coredns/caddy v1.1.4
 	github.com/coredns/coredns v1.15.0
-	github.com/dnsrrl/rrl v0.0.0
-	github.com/dnsrrl/rrl/miekgrrl v0.0.0
+	github.com/dnsrrl/rrl v0.1.0
+	github.com/dnsrrl/rrl/miekgrrl v0.1.0
 	github.com/miekg/dns v1.1.73
 	github.com/opentracing/opentracing-go v1.2.0
 	github.com/prometheus/client_golang v1.25.0

@@ -71,8 +71,8 @@ func TestTickEndsQuietEpisodes(t *testing.T) {
 	if !strings.Contains(lb.String(), want) {
 		t.Errorf("log lacks %q:\n%s", want, lb)
 	}
-	if h.stats.episodes.len() != 0 {
-		t.Errorf("%d episodes still remembered", h.stats.episodes.len())
+	if episodeCount(&h.stats.episodes) != 0 {
+		t.Errorf("%d episodes still remembered", episodeCount(&h.stats.episodes))
 	}
 }
 
@@ -81,13 +81,13 @@ func TestTickEndsQuietEpisodes(t *testing.T) {
 func TestTickerRunsAndStops(t *testing.T) {
 	defer func(i time.Duration) { tickInterval = i }(tickInterval)
 	tickInterval = time.Millisecond
-	base := runningTickers.Load()
+	base := RunningTickers()
 	clk := newClock()
 	h := testHandler(t, "{\n responses-per-second 1\n}", zoneNext, clk)
 	tally(t, h, "127.0.1.1", false, 5, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
 	clk.advance(quietPeriod + 16*time.Second)
 	h.start()
-	if n := runningTickers.Load(); n != base+1 {
+	if n := RunningTickers(); n != base+1 {
 		t.Fatalf("%d tickers running, want %d", n, base+1)
 	}
 	for i := 0; i < 5000 && h.stats.limited.value() != 0; i++ {
@@ -98,7 +98,7 @@ func TestTickerRunsAndStops(t *testing.T) {
 	}
 	h.stop()
 	h.stop()
-	if n := runningTickers.Load(); n != base {
+	if n := RunningTickers(); n != base {
 		t.Errorf("%d tickers running after stop, want %d", n, base)
 	}
 }
@@ -142,7 +142,7 @@ func TestEpisodesBounded(t *testing.T) {
 	h := testHandler(t, "{\n responses-per-second 1\n slip-ratio 0\n}", zoneNext, clk)
 	tally(t, h, "127.0.1.1", false, 3, func(int) *dns.Msg { return query("a.example.org.", dns.TypeA) })
 	tally(t, h, "127.0.2.1", false, 3, func(int) *dns.Msg { return query("b.example.org.", dns.TypeA) })
-	if n := h.stats.episodes.len(); n != 1 {
+	if n := episodeCount(&h.stats.episodes); n != 1 {
 		t.Fatalf("%d episodes kept, want the bound, 1", n)
 	}
 	clk.advance(quietPeriod + 16*time.Second)
@@ -409,7 +409,7 @@ func TestTCPRequestsPerSecond(t *testing.T) {
 			block = "{\n requests-per-second 3\n responses-per-second 1\n slip-ratio 0\n report-only\n}"
 		}
 		h := testHandler(t, block, streamNext, newClock())
-		before := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org."))
+		before := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "proven"))
 		var messages, closed, silent int
 		for range 10 {
 			w := &closeCounter{capture: capture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0.1.1", TCP: true}}}
@@ -424,7 +424,7 @@ func TestTCPRequestsPerSecond(t *testing.T) {
 			messages += len(w.msgs)
 			closed += w.closed
 		}
-		exceeded := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.")) - before
+		exceeded := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "proven")) - before
 		if report {
 			if silent != 0 || closed != 0 || exceeded == 0 {
 				t.Errorf("report-only: %d silent, %d closed, %v counted over; want all answered and the excess counted", silent, closed, exceeded)

@@ -92,12 +92,6 @@ func (e *episodes) end(account uint64) string {
 	return line
 }
 
-func (e *episodes) len() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.m)
-}
-
 // describeStop renders a stop or eviction. With the start line it names what
 // the start named; without it (the table of episodes was full, or the start
 // predates a reload) it says what the event itself knows.

@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,5 +53,23 @@ func TestLogLimiter(t *testing.T) {
 	suppressed, ok := l.allow(now.Add(time.Second))
 	if !ok || suppressed != 2*maxLogLinesPerSecond {
 		t.Errorf("next second: ok %v suppressed %d, want %d", ok, suppressed, 2*maxLogLinesPerSecond)
+	}
+}
+
+// TestRequestLimitLogged: a network over requests-per-second, and one of
+// proven clients over proven-requests-per-second, are logged once each,
+// naming the limit.
+func TestRequestLimitLogged(t *testing.T) {
+	lb := captureLog(t)
+	h := testHandler(t, "{\n requests-per-second 2\n proven-requests-per-second 3\n}", zoneNext, newClock())
+	tally(t, h, "127.0.1.1", false, 6, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	tally(t, h, "127.0.2.1", true, 6, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+	for _, want := range []string{
+		"limit requests from 127.0.1.0/24 (requests-per-second)",
+		"limit requests from 127.0.2.0/24 (proven-requests-per-second)",
+	} {
+		if n := strings.Count(lb.String(), want); n != 1 {
+			t.Errorf("%q logged %d times, want once:\n%s", want, n, lb)
+		}
 	}
 }

@@ -33,8 +33,8 @@ var (
 		Namespace: plugin.Namespace,
 		Subsystem: pluginName,
 		Name:      "requests_exceeded_total",
-		Help:      "Requests over requests-per-second, which were dropped (or would have been, in report-only mode).",
-	}, []string{"server", "zone"})
+		Help:      "Requests over requests-per-second (source unproven) or proven-requests-per-second (source proven: TCP and the other connection transports, or a valid server cookie), refused before any plugin below rrl saw them (or that would have been, in report-only mode).",
+	}, []string{"server", "zone", "source"})
 
 	cookieExemptTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
@@ -76,6 +76,9 @@ var categoryLabels = [core.AllowanceLast]string{
 	core.AllowanceError:    "error",
 }
 
+// sourceLabels name whether a request's source address is proven.
+var sourceLabels = [2]string{"unproven", "proven"}
+
 var actionLabels = [core.ActionLast]string{
 	core.Send: "send",
 	core.Drop: "drop",
@@ -89,7 +92,7 @@ type serverCounters struct {
 	server    string
 	responses [][core.AllowanceLast][core.ActionLast]prometheus.Counter // by zone index
 	exceeded  [][core.AllowanceLast]prometheus.Counter
-	requests  []prometheus.Counter
+	requests  [][2]prometheus.Counter // by zone index, then unproven, proven
 	cookies   []prometheus.Counter
 }
 
@@ -98,7 +101,7 @@ func newServerCounters(server string, zones []string) *serverCounters {
 		server:    server,
 		responses: make([][core.AllowanceLast][core.ActionLast]prometheus.Counter, len(zones)),
 		exceeded:  make([][core.AllowanceLast]prometheus.Counter, len(zones)),
-		requests:  make([]prometheus.Counter, len(zones)),
+		requests:  make([][2]prometheus.Counter, len(zones)),
 		cookies:   make([]prometheus.Counter, len(zones)),
 	}
 	for z, zone := range zones {
@@ -108,7 +111,9 @@ func newServerCounters(server string, zones []string) *serverCounters {
 			}
 			sc.exceeded[z][c] = responsesExceeded.WithLabelValues(server, zone, cat)
 		}
-		sc.requests[z] = requestsExceeded.WithLabelValues(server, zone)
+		for p, source := range sourceLabels {
+			sc.requests[z][p] = requestsExceeded.WithLabelValues(server, zone, source)
+		}
 		sc.cookies[z] = cookieExemptTotal.WithLabelValues(server, zone)
 		seriesRefs.hold(server, zone)
 	}
@@ -225,8 +230,8 @@ func (r *refs) drop(server, zone string) {
 	cookieExemptTotal.DeletePartialMatch(l)
 }
 
-// count records one decision of the limiter.
-func (s *instanceStats) count(server string, zone int, cat core.AllowanceCategory, act core.Action, ipr core.IPReason, rtr core.RTReason) {
+// count records one decision of the limiter on a response.
+func (s *instanceStats) count(server string, zone int, cat core.AllowanceCategory, act core.Action, rtr core.RTReason) {
 	if cat >= core.AllowanceLast || act >= core.ActionLast {
 		return
 	}
@@ -235,9 +240,15 @@ func (s *instanceStats) count(server string, zone int, cat core.AllowanceCategor
 	if rtr == core.RTRateLimit || rtr == core.RTAllLimit {
 		sc.exceeded[zone][cat].Inc()
 	}
-	if ipr == core.IPRateLimit {
-		sc.requests[zone].Inc()
+}
+
+// requestRefused records a request over its request limit.
+func (s *instanceStats) requestRefused(server string, zone int, proven bool) {
+	p := 0
+	if proven {
+		p = 1
 	}
+	s.forServer(server).requests[zone][p].Inc()
 }
 
 // cookieExempt records a response sent unlimited for its server cookie.

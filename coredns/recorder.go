@@ -23,21 +23,40 @@ import (
 type recorder struct {
 	dns.ResponseWriter
 
-	req *dns.Msg
-	h   *RRL
-	msg *dns.Msg // the response, for accounting
-	now int64    // Unix nanoseconds; set when the request has a cookie
+	req   *dns.Msg
+	h     *RRL
+	msg   *dns.Msg // the response, for accounting
+	now   int64    // Unix nanoseconds; set when the request has a cookie
+	state recState
 
-	cookie        miekgrrl.CookieState
-	hold          bool
-	held          bool // msg is held and not yet written
-	passedThrough bool // something was written that we could not hold
-	gate          bool // not held, but the first message is charged before it is written
-	accounted     bool // msg was charged in WriteMsg
-	dropped       bool // the first message was dropped: so is the rest of the stream
+	cookie miekgrrl.CookieState
 
 	ctx metaContext
 }
+
+// recState is where a recorder stands. It starts in holding or streaming,
+// as the transport decides, and moves on as the chain writes:
+//
+//	holding   --WriteMsg, Write of a message-->  held  (msg is kept back)
+//	held      --WriteMsg, Write of a message-->  held  (the last one wins)
+//	streaming --WriteMsg-->                      streamed (msg is the first one, written)
+//	any       --Write of what cannot be held-->  passedThrough (written as it came)
+//
+// Only a held message waits for the limiter; the other states have written
+// what they got. A recorder still in holding or streaming when the chain
+// returns had nothing written to it.
+type recState uint8
+
+const (
+	holding       recState = iota // UDP that may be limited: nothing written yet
+	held                          // msg is held and not yet written
+	streaming                     // written as it comes: nothing written yet
+	streamed                      // written as it came; msg is the first message
+	passedThrough                 // something was written that could not be held
+)
+
+// wroteNothing reports whether the chain has written nothing.
+func (s recState) wroteNothing() bool { return s == holding || s == streaming }
 
 // newRecorder makes the recorder of one request. It is kept small (what
 // only the cookie path needs, the client's address, is read again there),
@@ -54,7 +73,10 @@ func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, now int64, cookie mie
 	b.free = b.free[1:]
 	batches.Put(b)
 	rec.ResponseWriter, rec.req, rec.h = w, r, h
-	rec.now, rec.cookie, rec.hold = now, cookie, hold
+	rec.now, rec.cookie, rec.state = now, cookie, streaming
+	if hold {
+		rec.state = holding
+	}
 	return rec
 }
 
@@ -69,20 +91,13 @@ var batches = sync.Pool{New: func() any { return new(recorderBatchCursor) }}
 
 // WriteMsg implements dns.ResponseWriter.
 func (rec *recorder) WriteMsg(m *dns.Msg) error {
-	if rec.hold {
+	switch rec.state {
+	case holding, held:
 		// A second message over UDP is unusual; the last one is the answer.
-		rec.msg, rec.held = m, true
+		rec.msg, rec.state = m, held
 		return nil
-	}
-	if rec.msg == nil {
-		rec.msg = m
-		if rec.gate {
-			rec.accounted = true
-			rec.dropped = !rec.h.chargeFirst(rec, m)
-		}
-	}
-	if rec.dropped {
-		return nil
+	case streaming:
+		rec.msg, rec.state = m, streamed
 	}
 	return rec.send(m)
 }
@@ -92,15 +107,16 @@ func (rec *recorder) WriteMsg(m *dns.Msg) error {
 // are passed on untouched, since we cannot tell what they are.
 func (rec *recorder) Write(b []byte) (int, error) {
 	m := new(dns.Msg)
-	if err := m.Unpack(b); err != nil || !rec.hold {
-		if err == nil && rec.msg == nil {
-			rec.msg = m
-		}
-		rec.passedThrough = true
-		return rec.ResponseWriter.Write(b)
+	err := m.Unpack(b)
+	if err == nil && (rec.state == holding || rec.state == held) {
+		rec.msg, rec.state = m, held
+		return len(b), nil
 	}
-	rec.msg, rec.held = m, true
-	return len(b), nil
+	if err == nil && rec.msg == nil {
+		rec.msg = m
+	}
+	rec.state = passedThrough
+	return rec.ResponseWriter.Write(b)
 }
 
 // send writes m to the client, with a fresh server cookie when the request
@@ -110,7 +126,7 @@ func (rec *recorder) send(m *dns.Msg) error {
 	if rec.cookie != miekgrrl.CookieNone {
 		m = withOwnOPT(m)
 		client, _ := core.Source(rec.RemoteAddr())
-		rec.h.cookies.AddServerCookie(m, rec.req, client.Unmap(), time.Unix(0, rec.now))
+		rec.h.cookies.AddServerCookie(rec.req, m, client.Unmap(), time.Unix(0, rec.now))
 	}
 	return rec.ResponseWriter.WriteMsg(m)
 }

@@ -100,3 +100,44 @@ func TestTCPStreamsEveryMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestRecorderStates walks the recorder through its states: over UDP a
+// message is held (the last of several wins) and nothing is written; over
+// TCP each message is written at once and the first is kept for
+// accounting; bytes that do not decode pass through from any state.
+func TestRecorderStates(t *testing.T) {
+	r := query("www.example.org.", dns.TypeA)
+	reply := func(ip string) *dns.Msg {
+		m := new(dns.Msg).SetReply(r)
+		m.Answer = []dns.RR{test.A("www.example.org. 300 IN A " + ip)}
+		return m
+	}
+	packed := func(m *dns.Msg) []byte { b, _ := m.Pack(); return b }
+
+	w := &capture{}
+	rec := newRecorder(w, r, nil, 0, 0, true)
+	if rec.state != holding || !rec.state.wroteNothing() {
+		t.Fatalf("a UDP recorder starts in %v", rec.state)
+	}
+	first, second := reply("192.0.2.1"), reply("192.0.2.2")
+	rec.WriteMsg(first)
+	rec.Write(packed(second))
+	if rec.state != held || len(w.msgs) != 0 || rec.msg.Answer[0].(*dns.A).A.String() != "192.0.2.2" {
+		t.Errorf("UDP: state %v, %d written, holding %v; want the last message held, none written", rec.state, len(w.msgs), rec.msg)
+	}
+	rec.Write([]byte{1, 2, 3})
+	if rec.state != passedThrough {
+		t.Errorf("UDP, undecodable bytes: state %v, want passedThrough", rec.state)
+	}
+
+	w = &capture{}
+	rec = newRecorder(w, r, nil, 0, 0, false)
+	if rec.state != streaming || !rec.state.wroteNothing() {
+		t.Fatalf("a TCP recorder starts in %v", rec.state)
+	}
+	rec.WriteMsg(first)
+	rec.WriteMsg(second)
+	if rec.state != streamed || len(w.msgs) != 2 || rec.msg != first || rec.state.wroteNothing() {
+		t.Errorf("TCP: state %v, %d written, kept %v; want both written and the first kept", rec.state, len(w.msgs), rec.msg)
+	}
+}

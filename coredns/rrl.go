@@ -8,6 +8,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,16 +29,15 @@ type RRL struct {
 	Next  plugin.Handler
 	Zones []string
 
-	limiter      *core.RRL
-	active       bool // some allowance is set; otherwise the plugin stands aside
-	reportOnly   bool
-	traced       bool // the block has the trace plugin, which needs spans
-	cookies      *miekgrrl.Cookies
-	secret       [16]byte // the current cookie secret, to compare blocks on a listener
-	stats        *instanceStats
-	zoneIndex    map[string]int // zone -> index in Zones, when there are many
-	listeners    []string       // the block's servers, as metrics.WithServer names them
-	requestLimit bool           // requests-per-second is set: it applies to TCP too
+	limiter    *core.RRL
+	active     bool // some allowance is set; otherwise the plugin stands aside
+	reportOnly bool
+	traced     bool // the block has the trace plugin, which needs spans
+	cookies    *miekgrrl.Cookies
+	secret     [16]byte // the current cookie secret, to compare blocks on a listener
+	stats      *instanceStats
+	zoneIndex  map[string]int // zone -> index in Zones, when there are many
+	listeners  []string       // the block's servers, as metrics.WithServer names them
 
 	lifeMu   sync.Mutex
 	started  bool
@@ -58,12 +58,11 @@ const wildcardLabel = "zone/wildcard"
 // newHandler builds the handler and its limiter from a parsed block.
 func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	h := &RRL{
-		Zones:        zones,
-		active:       cfg.IsActive(),
-		reportOnly:   opts.reportOnly,
-		cookies:      newCookies(opts),
-		secret:       opts.secret,
-		requestLimit: opts.requestLimit,
+		Zones:      zones,
+		active:     cfg.IsActive(),
+		reportOnly: opts.reportOnly,
+		cookies:    newCookies(opts),
+		secret:     opts.secret,
 	}
 	if len(zones) >= zoneIndexFrom {
 		h.zoneIndex = make(map[string]int, len(zones))
@@ -74,19 +73,30 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 		}
 	}
 	h.stats = newInstanceStats(zones, opts.reportOnly)
-	h.stats.maxTableSize = opts.maxTableSize
+	h.stats.maxTableSize = maxTableSize(cfg)
 	cfg.SetObserver(h.stats.observe)
 	h.limiter = core.NewRRL(cfg)
 	h.stats.limiter = h.limiter
 	return h
 }
 
+// maxTableSize is the block's max-table-size, set or default, as the core
+// reads it.
+func maxTableSize(cfg *core.Config) int {
+	v, _ := cfg.Value("max-table-size")
+	n, _ := strconv.Atoi(v)
+	return n
+}
+
 // Name implements plugin.Handler.
 func (h *RRL) Name() string { return pluginName }
 
-// ServeDNS implements plugin.Handler. It lets the rest of the chain build the
-// response into a recorder, then charges that final response to the client
-// network's account and sends, drops or slips it.
+// ServeDNS implements plugin.Handler. It charges the request to the client
+// network's request account first: a request over requests-per-second (or
+// proven-requests-per-second) never reaches the next plugin. Then it lets
+// the rest of the chain build the response into a recorder, charges that
+// final response to the client network's accounts and sends, drops or slips
+// it.
 func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	if !h.active || len(r.Question) == 0 {
 		return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
@@ -108,38 +118,42 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		nowNano = now.UnixNano()
 		cookie = h.cookies.Check(r, client, now)
 	}
+	proven := cookie == miekgrrl.CookieValid
 
-	hold := udp && cookie != miekgrrl.CookieValid
-	rec := newRecorder(w, r, h, nowNano, cookie, hold)
-	// Over TCP and the other stream transports the response is written as
-	// it comes, so that a zone transfer streams; with requests-per-second
-	// the first message is charged before it is written, so that a client
-	// over the limit gets nothing.
-	rec.gate = !udp && h.requestLimit && cookie != miekgrrl.CookieValid
-	ctx = rec.ctx.withMetadata(ctx)
-	rcode, err := h.next(ctx, rec, r)
-
-	if rec.accounted {
-		if rec.dropped {
-			h.abort(rec.ResponseWriter, server)
-			if !plugin.ClientWrite(rcode) {
-				rcode = dns.RcodeSuccess // the server must not write it either
-			}
+	reqAct, ipr := h.limiter.DebitRequestAddr(client, udp, proven)
+	if reqAct == core.Drop {
+		h.stats.requestRefused(server, zone, proven || !udp)
+		if !h.reportOnly {
+			h.abort(w, server)
+			return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
 		}
-		return rcode, err
 	}
 
-	if rec.msg == nil && !rec.passedThrough && !plugin.ClientWrite(rcode) {
+	hold := udp && !proven
+	rec := newRecorder(w, r, h, nowNano, cookie, hold)
+	var rcode int
+	var err error
+	if cookie == miekgrrl.CookieBad && miekgrrl.MalformedCookie(r) {
+		// RFC 7873 section 5.2.2; the reply is limited like any error,
+		// and carries no cookie: the client's cannot be read.
+		rec.cookie = miekgrrl.CookieNone
+		rec.WriteMsg(formErr(r))
+	} else {
+		ctx = rec.ctx.withMetadata(ctx)
+		rcode, err = h.next(ctx, rec, r)
+	}
+
+	if rec.state.wroteNothing() && !plugin.ClientWrite(rcode) {
 		// The server would write this error itself, after us and unlimited:
 		// build it here so that an error flood is limited like any other.
-		rec.msg, rec.held = errorReply(r, rcode), true
+		rec.msg, rec.state = errorReply(r, rcode), held
 		rcode = dns.RcodeSuccess
 	}
 	if rec.msg == nil {
 		return rcode, err // the chain wrote nothing we could read
 	}
-	act, _ := h.account(server, zone, client, udp, hold, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
-	if rec.held {
+	act, _, _ := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx), ipr)
+	if rec.state == held {
 		h.deliver(rec, act, client, now)
 		if !plugin.ClientWrite(rcode) {
 			// We wrote (or dropped) the response: an error rcode would make
@@ -161,70 +175,40 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 	return h.Next.ServeDNS(ctx, rec, r)
 }
 
-// account charges resp to the client's accounts and records the outcome in
-// the metrics, and returns the decision. A request with a valid server
-// cookie is not charged at all: its source address is proven, so it cannot
-// be part of a reflection.
+// account charges resp to the client's accounts, after its request was
+// charged (ipr is what that charge said), records the outcome in the
+// metrics, and returns the decision. A response to a request with a valid
+// server cookie is not charged: its source address is proven, so it cannot
+// be part of a reflection; it reports the request's IPReason and
+// RTNotReached.
 //
-// A response that was not held (TCP) has already been written: it is still
-// charged, so that qps-scale and the statistics see the whole load, but it is
-// counted as sent whatever the limiter says. (With requests-per-second such a
-// response is charged before it is written instead: see chargeFirst.)
-func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) (core.Action, core.IPReason) {
+// A response that was not held (TCP, or bytes passed through) has already
+// been written: it is still charged, so that the statistics see the whole
+// load, but it is counted as sent whatever the limiter says.
+func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string, ipr core.IPReason) (core.Action, core.IPReason, core.RTReason) {
 	if cookie == miekgrrl.CookieValid {
 		h.stats.cookieExempt(server, zone)
-		return core.Send, core.IPOk
+		return core.Send, ipr, core.RTNotReached
 	}
 	tuple := miekgrrl.Tuple(r, resp, wildcard)
-	act, ipr, rtr := h.limiter.DebitAddr(client, udp, &tuple)
+	act, ipr, rtr := h.limiter.DebitResponseAddr(client, udp, &tuple)
 	switch {
 	case !held:
 		act = core.Send
-		if ipr == core.IPRateLimit {
-			ipr = core.IPOk
-		}
 	case tuple.AllowanceCategory == core.AllowanceError && act == core.Slip:
 		// The core never slips errors; make sure of it, since a TC reply to
 		// an error invites a TCP retry of a query that will only fail again.
 		act = core.Drop
 	}
-	h.stats.count(server, zone, tuple.AllowanceCategory, act, ipr, rtr)
-	return act, ipr
+	h.stats.count(server, zone, tuple.AllowanceCategory, act, rtr)
+	return act, ipr, rtr
 }
 
-// chargeFirst charges the first message of a response that is not held
-// (TCP and the other stream transports) before it is written, and reports
-// whether to write it. Only requests-per-second limits these transports,
-// so only a drop for it keeps the message back; in report-only mode
-// nothing is kept back.
-func (h *RRL) chargeFirst(rec *recorder, m *dns.Msg) bool {
-	ctx := rec.ctx.parent
-	server := metrics.WithServer(ctx)
-	client, udp := transport(rec.ResponseWriter, server)
-	zone := h.matchZone(rec.req.Question[0].Name)
-	if zone < 0 {
-		return true
-	}
-	tuple := miekgrrl.Tuple(rec.req, m, rec.ctx.wildcardOrigin(ctx))
-	act, ipr, rtr := h.limiter.DebitAddr(client, udp, &tuple)
-	if ipr == core.IPRateLimit {
-		act = core.Drop
-	} else {
-		act = core.Send
-		rtr = core.RTOk
-	}
-	h.stats.count(server, zone, tuple.AllowanceCategory, act, ipr, rtr)
-	return act == core.Send || h.reportOnly
-}
-
-// abort ends a stream connection whose response was dropped, so that it
+// abort ends a stream connection whose request was refused, so that it
 // holds no server resources waiting for an answer that will not come.
 // Only plain DNS over TCP is closed; the other transports are left to time
 // out, as their servers own their connections.
 func (h *RRL) abort(w dns.ResponseWriter, server string) {
-	if h.reportOnly {
-		return
-	}
 	if _, tcp := w.RemoteAddr().(*net.TCPAddr); tcp && (server == "" || strings.HasPrefix(server, transportDNS)) {
 		w.Close()
 	}
@@ -343,6 +327,17 @@ func hasCookie(r *dns.Msg) bool {
 		}
 	}
 	return false
+}
+
+// formErr is the reply to a request with a malformed COOKIE option: FORMERR,
+// with an OPT record without options (the request has one).
+func formErr(r *dns.Msg) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetRcode(r, dns.RcodeFormatError)
+	if opt := r.IsEdns0(); opt != nil {
+		m.SetEdns0(opt.UDPSize(), false)
+	}
+	return m
 }
 
 // errorReply builds the response the server would write for an rcode that

@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,9 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	core "github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // clock is a settable time for the limiter, so that no test depends on how
@@ -461,11 +465,12 @@ func TestMetricsCount(t *testing.T) {
 	tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("a.metrics.example.org.", dns.TypeA) })
 	send := testutil.ToFloat64(responsesTotal.WithLabelValues("", "metrics.example.org.", "answer", "send"))
 	drop := testutil.ToFloat64(responsesTotal.WithLabelValues("", "metrics.example.org.", "answer", "drop"))
-	if send+drop != 10 || send == 0 || drop == 0 {
-		t.Errorf("responses_total send %v drop %v, want 10 in all", send, drop)
+	refused := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "metrics.example.org.", "unproven"))
+	if send+drop+refused != 10 || send == 0 || drop == 0 || refused == 0 {
+		t.Errorf("responses_total send %v drop %v, requests_exceeded_total %v: want each counted, 10 in all", send, drop, refused)
 	}
-	if r := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "metrics.example.org.")); r == 0 {
-		t.Error("requests_exceeded_total not counted")
+	if p := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "metrics.example.org.", "proven")); p != 0 {
+		t.Errorf("requests_exceeded_total counts %v proven requests, want 0 from a UDP client without cookies", p)
 	}
 	st := h.limiter.GetStats(false)
 	if st.CacheLength == 0 {
@@ -509,5 +514,72 @@ func TestIPv6Networks(t *testing.T) {
 	e := tally(t, h, "127.0.1.2", false, 1, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
 	if d[dropped] == 0 || e[sent] != 0 {
 		t.Errorf("IPv4-mapped: %v, then plain IPv4 in the same /24: %v", d, e)
+	}
+}
+
+// TestRequestLimitBeforeNext: a request over requests-per-second never
+// reaches the next plugin and gets nothing; in report-only mode it is
+// served and counted.
+func TestRequestLimitBeforeNext(t *testing.T) {
+	for _, report := range []bool{false, true} {
+		calls := 0
+		next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+			calls++
+			return zoneNext(ctx, w, r)
+		})
+		block := "{\n requests-per-second 3\n}"
+		if report {
+			block = "{\n requests-per-second 3\n report-only\n}"
+		}
+		h := testHandler(t, block, next, newClock())
+		got := tally(t, h, "127.0.1.1", false, 10, func(i int) *dns.Msg { return query("n"+itoa(i)+".example.org.", dns.TypeA) })
+		switch {
+		case report && (calls != 10 || got[sent] != 10):
+			t.Errorf("report-only: next called %d times, %v; want all 10 served", calls, got)
+		case !report && (calls != 3 || got[sent] != 3 || got[dropped] != 7):
+			t.Errorf("next called %d times, %v; want 3 served, 7 dropped before next", calls, got)
+		}
+	}
+}
+
+// TestMalformedCookieFormErr: a COOKIE option of a length RFC 7873 does
+// not allow, or two COOKIE options, get FORMERR without a cookie, and the
+// next plugin is not asked.
+func TestMalformedCookieFormErr(t *testing.T) {
+	calls := 0
+	next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		calls++
+		return zoneNext(ctx, w, r)
+	})
+	h := testHandler(t, "{\n responses-per-second 100\n}", next, newClock())
+	short := withCookie(query("www.example.org.", dns.TypeA), "0102030405")
+	two := withCookie(query("www.example.org.", dns.TypeA), "0102030405060708")
+	two.IsEdns0().Option = append(two.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"})
+	for name, r := range map[string]*dns.Msg{"5-byte cookie": short, "two cookies": two} {
+		for _, tcp := range []bool{false, true} {
+			o, m := ask(t, h, "127.0.1.1", tcp, r)
+			if o != sent || m.Rcode != dns.RcodeFormatError || cookieOf(m) != "" || m.IsEdns0() == nil {
+				t.Errorf("%s (tcp %v): %v %v; want FORMERR with an OPT record and no cookie", name, tcp, o, m)
+			}
+		}
+	}
+	if calls != 0 {
+		t.Errorf("next asked %d times about malformed cookies", calls)
+	}
+}
+
+// TestCookieExemptReasons: the response to a request with a valid cookie is
+// not charged; it reports the request charge's IPReason and RTNotReached.
+func TestCookieExemptReasons(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n requests-per-second 10\n}", zoneNext, newClock())
+	client := netip.MustParseAddr("127.0.1.1")
+	r := query("www.example.org.", dns.TypeA)
+	resp := new(dns.Msg).SetReply(r)
+	for range 5 {
+		_, ipr := h.limiter.DebitRequestAddr(client, true, true)
+		act, got, rtr := h.account("", 0, client, true, true, r, resp, miekgrrl.CookieValid, "", ipr)
+		if act != core.Send || got != core.IPOk || rtr != core.RTNotReached {
+			t.Fatalf("cookie-exempt response: %v %v %v, want Send IPOk RTNotReached", act, got, rtr)
+		}
 	}
 }

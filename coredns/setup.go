@@ -1,18 +1,11 @@
 package rrl
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
-	"regexp"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
@@ -68,156 +61,6 @@ func setup(c *caddy.Controller) error {
 	return nil
 }
 
-// tickInterval is how often a block ends quiet episodes, and quietPeriod how
-// long an account must have been out of debt for its episode to end, as in
-// BIND. Variables only so that tests can shorten them.
-var (
-	tickInterval = 5 * time.Second
-	quietPeriod  = 60 * time.Second
-)
-
-// runningTickers counts the blocks' ticker goroutines, for the tests.
-var runningTickers atomic.Int64
-
-// start makes the block live: its table metrics are reported, and its
-// ticker ends quiet episodes (so that their stop lines are logged and the
-// limited_accounts gauge falls back) and reports suppressed log lines.
-func (h *RRL) start() {
-	h.lifeMu.Lock()
-	defer h.lifeMu.Unlock()
-	if h.started || h.stopped {
-		return
-	}
-	h.started = true
-	// The counters are made here rather than at setup, so that a
-	// configuration that fails to load leaves no series behind.
-	for _, l := range h.listeners {
-		h.stats.addServer(l)
-	}
-	liveInstances.add(h.stats)
-	if !h.active {
-		return
-	}
-	h.tickStop, h.tickDone = make(chan struct{}), make(chan struct{})
-	runningTickers.Add(1)
-	go func(stop <-chan struct{}, done chan<- struct{}) {
-		defer close(done)
-		defer runningTickers.Add(-1)
-		t := time.NewTicker(tickInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				h.tick()
-			}
-		}
-	}(h.tickStop, h.tickDone)
-}
-
-// tick is the ticker's work.
-func (h *RRL) tick() {
-	h.limiter.EndQuietEpisodes(quietPeriod)
-	h.stats.flushSuppressed()
-}
-
-// stop takes the block out of service: its ticker ends (stop waits for it),
-// its table metrics go, and so do its counter series unless another block
-// has them. It is safe to call more than once, and before start.
-func (h *RRL) stop() {
-	h.lifeMu.Lock()
-	defer h.lifeMu.Unlock()
-	if h.stopped {
-		return
-	}
-	h.stopped = true
-	if h.tickStop != nil {
-		close(h.tickStop)
-		<-h.tickDone
-	}
-	liveInstances.remove(h.stats)
-	h.stats.release()
-}
-
-// restartTracker remembers the blocks started while a reload is under way,
-// so that if the reload fails they can be stopped: caddy runs no shutdown
-// callback of an instance that failed to start.
-type restartTracker struct {
-	mu    sync.Mutex
-	owner any // the configuration being replaced; nil when no reload is under way
-	new   []*RRL
-}
-
-var restarts restartTracker
-
-func (r *restartTracker) begin(owner any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.owner != owner {
-		r.owner, r.new = owner, nil
-	}
-}
-
-func (r *restartTracker) started(gen any, h *RRL) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.owner != nil && r.owner != gen {
-		r.new = append(r.new, h)
-	}
-}
-
-func (r *restartTracker) failed(owner any) {
-	r.mu.Lock()
-	var stale []*RRL
-	if r.owner == owner {
-		stale, r.owner, r.new = r.new, nil, nil
-	}
-	r.mu.Unlock()
-	for _, h := range stale {
-		h.stop()
-	}
-}
-
-func (r *restartTracker) done(owner any) {
-	r.mu.Lock()
-	if r.owner == owner {
-		r.owner, r.new = nil, nil
-	}
-	r.mu.Unlock()
-}
-
-// secretRegistry remembers the cookie secret of the first block on each
-// listener of the configuration being loaded, to warn when another block on
-// that listener has a different one. Each block keeps its own secret (and
-// its own table): sharing one silently would make a block's cookie-secret
-// apply to its neighbours.
-type secretRegistry struct {
-	mu sync.Mutex
-	m  map[string]listenerSecret
-}
-
-type listenerSecret struct {
-	gen    any
-	secret [16]byte
-	zones  []string
-}
-
-var listenerSecrets = &secretRegistry{m: map[string]listenerSecret{}}
-
-// check records secret for listener in configuration gen, and reports the
-// zones of an earlier block of gen on listener with a different secret.
-func (r *secretRegistry) check(gen any, listener string, secret [16]byte, zones []string) ([]string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	old, ok := r.m[listener]
-	if !ok || old.gen != gen {
-		r.m[listener] = listenerSecret{gen: gen, secret: secret, zones: zones}
-		return nil, false
-	}
-	return old.zones, old.secret != secret
-}
-
 // listenHosts returns the hosts the server block listens on; no bind
 // directive means every address, which the server names with an empty host.
 func listenHosts(cfg *dnsserver.Config) []string {
@@ -227,23 +70,15 @@ func listenHosts(cfg *dnsserver.Config) []string {
 	return cfg.ListenHosts
 }
 
-// keywordsWithOneValue are the block directives that take exactly one value
-// and go straight to the core's Config.SetValue, which checks the range.
-var keywordsWithOneValue = map[string]bool{
-	"window":               true,
-	"ipv4-prefix-length":   true,
-	"ipv6-prefix-length":   true,
-	"responses-per-second": true,
-	"nodata-per-second":    true,
-	"nxdomains-per-second": true,
-	"referrals-per-second": true,
-	"errors-per-second":    true,
-	"requests-per-second":  true,
-	"all-per-second":       true,
-	"slip-ratio":           true,
-	"qps-scale":            true,
-	"max-table-size":       true,
-}
+// coreKeywords are the block directives that go straight to the core's
+// Config.SetValue, which checks the value and names the allowed range.
+var coreKeywords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range core.Keywords() {
+		m[k] = true
+	}
+	return m
+}()
 
 // parse reads the rrl directive of one server block into a handler that has
 // its own table: blocks never share accounts, even on one listener.
@@ -251,7 +86,7 @@ func parse(c *caddy.Controller) (*RRL, error) {
 	var h *RRL
 	for c.Next() {
 		if h != nil {
-			return nil, plugin.ErrOnce
+			return nil, c.Err("rrl may appear only once in a server block; give all its zones and settings in one block")
 		}
 		zones, err := parseZones(c)
 		if err != nil {
@@ -304,16 +139,11 @@ func overlaps(zone string, zones []string) bool {
 	return false
 }
 
-// defaultMaxTableSize is the core's default max-table-size (BIND's too).
-const defaultMaxTableSize = 100000
-
 // options are the settings of the plugin itself, beside the core's Config.
 type options struct {
-	reportOnly   bool
-	maxTableSize int  // as given to the core, for the metrics
-	requestLimit bool // requests-per-second is not 0
-	secret       [16]byte
-	previous     *[16]byte
+	reportOnly bool
+	secret     [16]byte
+	previous   *[16]byte
 }
 
 // parseBlock reads the block after "rrl [ZONES...]". Each directive may
@@ -321,7 +151,7 @@ type options struct {
 // value silently winning is how a limit ends up not what the operator read.
 func parseBlock(c *caddy.Controller) (*core.Config, options, error) {
 	cfg := core.NewConfig()
-	opts := options{secret: processSecret(), maxTableSize: defaultMaxTableSize}
+	opts := options{secret: processSecret()}
 	seen := map[string]bool{}
 	for c.NextBlock() {
 		kw := c.Val()
@@ -344,32 +174,18 @@ func parseBlock(c *caddy.Controller) (*core.Config, options, error) {
 // parseDirective applies one line of the block.
 func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw string, args []string) error {
 	switch {
-	case keywordsWithOneValue[kw]:
-		if len(args) != 1 {
-			return c.Errf("%s takes exactly one value, got %d", kw, len(args))
-		}
-		if err := cfg.SetValue(kw, args[0]); err != nil {
-			return c.Err(coreMessage(err))
-		}
-		if !plainDecimal.MatchString(args[0]) {
-			return c.Errf("%s %q: want a plain decimal number: digits, with a fraction where allowed (5, 0.5)", kw, args[0])
-		}
-		if kw == "requests-per-second" {
-			opts.requestLimit = strings.Trim(args[0], "0.") != ""
-		}
-		if kw == "max-table-size" {
-			opts.maxTableSize, _ = strconv.Atoi(args[0])
-		}
 	case kw == "exempt-clients":
 		if len(args) == 0 {
 			return c.Errf("%s needs at least one address or CIDR prefix", kw)
 		}
-		for _, a := range args {
-			if err := checkPrefix(a); err != nil {
-				return c.Errf("%s: %v", kw, err)
-			}
-		}
 		if err := cfg.SetValue(kw, strings.Join(args, " ")); err != nil {
+			return c.Err(coreMessage(err))
+		}
+	case coreKeywords[kw]:
+		if len(args) != 1 {
+			return c.Errf("%s takes exactly one value, got %d", kw, len(args))
+		}
+		if err := cfg.SetValue(kw, args[0]); err != nil {
 			return c.Err(coreMessage(err))
 		}
 	case kw == "report-only" || kw == "log-only":
@@ -381,31 +197,6 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		return parseSecrets(c, opts, args)
 	default:
 		return c.Errf("unknown property %q", kw)
-	}
-	return nil
-}
-
-// plainDecimal is what a value may look like: digits with an optional
-// fraction. The core also takes "1e3", "+5" or ".5", which in a Corefile
-// are more likely typos than intentions.
-var plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
-
-// checkPrefix refuses a CIDR prefix with host bits set ("10.0.0.1/8"): it
-// is taken as its network (10.0.0.0/8), which is more than it says, and an
-// exemption wider than the operator meant is an exemption from limiting.
-// The rest (commas, addresses) is left to the core.
-func checkPrefix(arg string) error {
-	for _, f := range strings.Split(arg, ",") {
-		if !strings.Contains(f, "/") {
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			continue // the core says what is wrong with it
-		}
-		if p != p.Masked() {
-			return fmt.Errorf("%s has bits set past its prefix length; write the network, %s, or the address alone", f, p.Masked())
-		}
 	}
 	return nil
 }
@@ -454,23 +245,6 @@ func parseSecret(s string) ([16]byte, error) {
 		return out, errors.New("the secret is all zeros; draw a random one, such as with: openssl rand -hex 16")
 	}
 	return out, nil
-}
-
-var (
-	secretOnce sync.Once
-	secret     [16]byte
-)
-
-// processSecret returns a random cookie secret drawn once per process, so
-// that a reload, or another server block on the same listener, keeps
-// accepting the server cookies clients already hold.
-func processSecret() [16]byte {
-	secretOnce.Do(func() {
-		if _, err := rand.Read(secret[:]); err != nil {
-			panic("rrl: no randomness for the cookie secret: " + err.Error())
-		}
-	})
-	return secret
 }
 
 // newCookies makes the cookie checker from the parsed secrets.

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/coredns/caddy"
+
+	core "github.com/dnsrrl/rrl"
 )
 
 // parseString runs the Corefile parser on one rrl directive of a server
@@ -113,7 +115,10 @@ func TestParseBounds(t *testing.T) {
 }
 
 func TestParseArgumentCount(t *testing.T) {
-	for kw := range keywordsWithOneValue {
+	for _, kw := range core.Keywords() {
+		if kw == "exempt-clients" {
+			continue // one or more values
+		}
 		for _, args := range []string{"", " 1 2"} {
 			_, err := parseString("rrl {\n" + kw + args + "\n}")
 			if err == nil {
@@ -145,7 +150,7 @@ func TestParseInvalid(t *testing.T) {
 		{"rrl {\n cookie-secret 000102030405060708090a0b0c0d0e0f 12\n}", "previous"},
 		{"rrl {\n window 5\n window 6\n}", "window given more than once"},
 		{"rrl {\n report-only\n log-only\n}", "log-only given more than once"},
-		{"rrl {\n responses-per-second 1\n}\nrrl {\n responses-per-second 1\n}", "only be used once"},
+		{"rrl {\n responses-per-second 1\n}\nrrl {\n responses-per-second 1\n}", "may appear only once"},
 		{"rrl example..org {\n}", "invalid zone"},
 	}
 	tests = append(tests, newlyRefused...)
@@ -175,15 +180,6 @@ func TestSetupRegisters(t *testing.T) {
 	}
 }
 
-func TestSecretIsStable(t *testing.T) {
-	if processSecret() != processSecret() {
-		t.Fatal("the generated cookie secret changed within one process")
-	}
-	if processSecret() == ([16]byte{}) {
-		t.Fatal("the generated cookie secret is all zeros")
-	}
-}
-
 // newlyRefused are inputs the plugin used to accept although they were
 // wrong or ambiguous: a zone no query reaches, all-zero or repeated cookie
 // secrets, numbers that are not plain decimals, prefixes with host bits.
@@ -198,7 +194,7 @@ var newlyRefused = []struct{ input, want string }{
 	{"rrl {\n responses-per-second 5.\n}", "want a plain decimal number"},
 	{"rrl {\n window +5\n}", "want a whole number (digits only)"},
 	{"rrl {\n qps-scale 1e3\n}", "want a plain decimal number"},
-	{"rrl {\n exempt-clients 10.0.0.1/8\n}", "Testfile:2 - Error during parsing: exempt-clients: 10.0.0.1/8 has bits set past its prefix length; write the network, 10.0.0.0/8"},
+	{"rrl {\n exempt-clients 10.0.0.1/8\n}", "Testfile:2 - Error during parsing: exempt-clients \"10.0.0.1/8\": 10.0.0.1/8 has bits set past its prefix length; write the network, 10.0.0.0/8"},
 	{"rrl {\n exempt-clients 192.0.2.0/24,2001:db8::1/32\n}", "2001:db8::1/32 has bits set"},
 }
 
@@ -255,5 +251,42 @@ func TestListenerSecretsClash(t *testing.T) {
 	}
 	if _, clash := r.check(gen2, "dns://:53", b, []string{"a."}); clash {
 		t.Error("a reloaded configuration clashes with the old one")
+	}
+}
+
+// TestTwoBlocksNamesFileAndLine: a second rrl in one server block is
+// refused with the file and line of the second one.
+func TestTwoBlocksNamesFileAndLine(t *testing.T) {
+	c := caddy.NewTestController("dns", "rrl {\n responses-per-second 5\n}\nrrl {\n errors-per-second 5\n}")
+	c.ServerBlockKeys = []string{"example.org.:53"}
+	err := setup(c)
+	if err == nil {
+		t.Fatal("two rrl blocks in one server block were accepted")
+	}
+	for _, want := range []string{"Testfile:4", "only once"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// TestGrammarIsTheCores: the plugin takes a value exactly when the core's
+// Config.SetValue does, for every keyword, and its error is the core's.
+func TestGrammarIsTheCores(t *testing.T) {
+	values := []string{"0", "1", "5", "0.5", "0.01", "0.001", "10", "128", "3600", "3601", "1000000", "1000001",
+		"1e3", "+5", "-1", ".5", "5.", "0x10", "1_000", "NaN", "Inf", "abc",
+		"10.0.0.0/8", "10.0.0.1/8", "192.0.2.1", "2001:db8::/32", "2001:db8::1/32", "::ffff:192.0.2.1"}
+	for _, kw := range core.Keywords() {
+		for _, v := range values {
+			coreErr := core.NewConfig().SetValue(kw, v)
+			_, err := parseString("rrl {\n " + kw + " " + v + "\n}")
+			if (coreErr == nil) != (err == nil) {
+				t.Errorf("%s %s: core says %v, plugin says %v", kw, v, coreErr, err)
+				continue
+			}
+			if err != nil && !strings.Contains(err.Error(), strings.TrimPrefix(coreErr.Error(), "rrl: ")) {
+				t.Errorf("%s %s: plugin error %q lacks the core's %q", kw, v, err, coreErr)
+			}
+		}
 	}
 }

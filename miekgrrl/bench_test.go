@@ -38,10 +38,12 @@ func benchHandler(b *testing.B) (dns.Handler, *dns.Msg) {
 // benchLimiter does all the work of finding and charging an account, but
 // the rate is so high that clients spread over benchClients networks are
 // never limited: the benchmarks measure the common case, a response sent.
-func benchLimiter(b *testing.B) *rrl.RRL {
+// More settings may follow, as keyword-value pairs.
+func benchLimiter(b *testing.B, kv ...string) *rrl.RRL {
 	cfg := rrl.NewConfig()
-	for _, kv := range [][2]string{{"responses-per-second", "1000000"}, {"window", "1"}} {
-		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
+	kv = append([]string{"responses-per-second", "1000000", "window", "1"}, kv...)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if err := cfg.SetValue(kv[i], kv[i+1]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -160,6 +162,45 @@ func BenchmarkHandlerMiddlewareFlood(b *testing.B) {
 	cfg := rrl.NewConfig()
 	cfg.SetValue("responses-per-second", "10")
 	serve(b, Middleware(rrl.NewRRL(cfg), inner, Options{}), req)
+}
+
+// requests-per-second set (high enough that no client is limited): each
+// request is charged before the handler, its response after.
+func BenchmarkHandlerMiddlewareRequestLimit(b *testing.B) {
+	inner, req := benchHandler(b)
+	lim := benchLimiter(b, "requests-per-second", "1000000")
+	serveRotating(b, Middleware(lim, inner, Options{}), req)
+	if st := lim.GetStats(false); st.Actions[rrl.Send] != st.RPS[rrl.AllowanceAnswer] || st.IPReasons[rrl.IPOk] == 0 {
+		b.Fatalf("some requests were limited, or none charged: %s", st.String())
+	}
+}
+
+// The same handler behind the middleware with requests-per-second set, for
+// a client within its allowance: the request is charged, the handler runs,
+// the response is debited. Compare with FreshHandlerRequestRefused.
+func BenchmarkFreshHandlerServed(b *testing.B) {
+	lim := benchLimiter(b, "requests-per-second", "1000000")
+	serve(b, Middleware(lim, freshHandler(b), Options{}), cookieQuery("www.example.org.", testClientCookie))
+	if st := lim.GetStats(false); st.IPReasons[rrl.IPRateLimit] != 0 || st.Actions[rrl.Send] == 0 {
+		b.Fatalf("want every request served: %s", st.String())
+	}
+}
+
+// One client far over requests-per-second (the limiter's clock stopped):
+// every request but the first is refused before the handler, whose cost it
+// does not pay. Compare with FreshHandlerBare.
+func BenchmarkFreshHandlerRequestRefused(b *testing.B) {
+	lim := newLimiter(b, newTestClock(), "requests-per-second", "1")
+	calls := 0
+	inner := freshHandler(b)
+	h := Middleware(lim, dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		calls++
+		inner.ServeDNS(w, r)
+	}), Options{})
+	serve(b, h, cookieQuery("www.example.org.", testClientCookie))
+	if calls != 1 {
+		b.Fatalf("the handler ran %d times, want once", calls)
+	}
 }
 
 // freshHandler builds its response for each query, with EDNS, as a real

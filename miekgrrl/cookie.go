@@ -286,20 +286,21 @@ func (c *Cookies) ServerCookie(clientCookie []byte, client netip.Addr, now time.
 	return s
 }
 
-// AddServerCookie puts into resp's OPT record a COOKIE option with req's
-// client cookie and a fresh server cookie, replacing any COOKIE option resp
-// had, and adding an OPT record to resp if it has none (before a TSIG
+// AddServerCookie puts into resp, the response to req, a COOKIE option with
+// req's client cookie and a fresh server cookie, replacing any COOKIE option
+// resp had, and adding an OPT record to resp if it has none (before a TSIG
 // record that ends the additional section, where package dns looks for
-// it). It changes resp's additional section, not the records in it: the OPT
-// record that gets the cookie is a copy. It does nothing when c is nil or
+// it). The messages come in the order of Tuple and SlipReply: request, then
+// response. It changes resp's additional section, not the records in it: the
+// OPT record that gets the cookie is a copy. It does nothing when c is nil or
 // req has no usable client cookie.
-func (c *Cookies) AddServerCookie(resp, req *dns.Msg, client netip.Addr, now time.Time) {
+func (c *Cookies) AddServerCookie(req, resp *dns.Msg, client netip.Addr, now time.Time) {
 	if c == nil || resp == nil || !client.IsValid() {
 		return
 	}
 	if cc, ok := clientCookie(req); ok {
 		r := new(cookieReply)
-		*resp = *r.attach(resp, req, c.freshCookie(&r.cookie, &r.text, &cc, client, now))
+		*resp = *r.attach(req, resp, c.freshCookie(&r.cookie, &r.text, &cc, client, now))
 	}
 }
 
@@ -351,27 +352,6 @@ func cookieOptions(m *dns.Msg) (first *dns.EDNS0_COOKIE, n int) {
 	return first, n
 }
 
-// requestCookie returns the hex text of the first COOKIE option of m.
-func requestCookie(m *dns.Msg) (string, bool) {
-	if o, n := cookieOptions(m); n > 0 {
-		return o.Cookie, true
-	}
-	return "", false
-}
-
-// findOPT is Msg.IsEdns0 for a message that may be nil or hold nil records.
-func findOPT(m *dns.Msg) *dns.OPT {
-	if m == nil {
-		return nil
-	}
-	for i := len(m.Extra) - 1; i >= 0; i-- {
-		if opt, ok := m.Extra[i].(*dns.OPT); ok && opt != nil {
-			return opt
-		}
-	}
-	return nil
-}
-
 // decodeCookie decodes the hex text of a COOKIE option into buf and returns
 // its length, checking the lengths RFC 7873 allows: a client cookie of 8
 // bytes, alone or followed by a server cookie of 8 to 32 bytes.
@@ -412,110 +392,6 @@ func encodeHex(dst, src []byte) {
 	for i, b := range src {
 		dst[2*i], dst[2*i+1] = hexDigits[b>>4], hexDigits[b&0xf]
 	}
-}
-
-// defaultUDPSize is the payload size advertised in an OPT record this package
-// has to add: the size recommended by DNS Flag Day 2020 to avoid
-// fragmentation.
-const defaultUDPSize = 1232
-
-// cookieReply holds a copy of a response with a COOKIE option, and what
-// the copy needs of its own, so that attaching a cookie costs a single
-// allocation in the usual cases (a few additional records and options).
-type cookieReply struct {
-	msg    dns.Msg
-	opt    dns.OPT
-	cookie dns.EDNS0_COOKIE
-	text   [cookieTextLen]byte // cookie's text, when fresh
-	extra  [3]dns.RR
-	opts   [2]dns.EDNS0
-}
-
-// attach makes r.msg a copy of m whose OPT record, a copy of m's or a new
-// one, has cookie as its only COOKIE option, and returns it. m, its records,
-// its sections' arrays and its options are left as they were, so that a
-// handler may send one prebuilt message to every client; req's OPT record
-// (which may be nil) gives the DO bit of a new OPT record, which goes before
-// a TSIG record ending the additional section.
-func (r *cookieReply) attach(m, req *dns.Msg, cookie *dns.EDNS0_COOKIE) *dns.Msg {
-	r.msg = *m
-	src := findOPT(m)
-	var options []dns.EDNS0
-	if src != nil {
-		r.opt = *src
-		options = src.Option
-	} else {
-		r.opt = newOPT(findOPT(req))
-	}
-	r.opt.Option = withCookie(options, cookie, r.opts[:0])
-
-	n := len(m.Extra)
-	if src == nil {
-		n++
-	}
-	extra := r.extra[:0]
-	if n > len(r.extra) {
-		extra = make([]dns.RR, 0, n)
-	}
-	for _, rr := range m.Extra {
-		if src != nil && rr == dns.RR(src) {
-			rr = &r.opt
-		}
-		extra = append(extra, rr)
-	}
-	if src == nil {
-		i := len(extra)
-		if i > 0 && extra[i-1] != nil && extra[i-1].Header().Rrtype == dns.TypeTSIG {
-			i--
-		}
-		extra = append(extra, nil)
-		copy(extra[i+1:], extra[i:])
-		extra[i] = &r.opt
-	}
-	r.msg.Extra = extra
-	return &r.msg
-}
-
-// withCookie returns options without any COOKIE option and with c at the
-// end, in spare when it has room and in a new array otherwise, so that an
-// array shared with the request or the handler is never written.
-func withCookie(options []dns.EDNS0, c *dns.EDNS0_COOKIE, spare []dns.EDNS0) []dns.EDNS0 {
-	n := 1
-	for _, o := range options {
-		if _, ok := o.(*dns.EDNS0_COOKIE); !ok {
-			n++
-		}
-	}
-	out := spare[:0]
-	if n > cap(spare) {
-		out = make([]dns.EDNS0, 0, n)
-	}
-	for _, o := range options {
-		if _, ok := o.(*dns.EDNS0_COOKIE); !ok {
-			out = append(out, o)
-		}
-	}
-	return append(out, c)
-}
-
-// newOPT returns an OPT record for a response to a request with reqOPT
-// (which may be nil): our UDP size and the request's DO bit.
-func newOPT(reqOPT *dns.OPT) dns.OPT {
-	opt := dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-	opt.SetUDPSize(defaultUDPSize)
-	if reqOPT != nil && reqOPT.Do() {
-		opt.SetDo()
-	}
-	return opt
-}
-
-// udpSize is the largest UDP response the sender of req takes: its EDNS
-// payload size, at least 512 bytes, or 512 bytes without EDNS.
-func udpSize(req *dns.Msg) int {
-	if opt := findOPT(req); opt != nil {
-		return max(int(opt.UDPSize()), dns.MinMsgSize)
-	}
-	return dns.MinMsgSize
 }
 
 // AcceptCookieOnly is a dns.MsgAcceptFunc that accepts what

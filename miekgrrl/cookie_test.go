@@ -35,10 +35,12 @@ func cookieQuery(name, cookie string) *dns.Msg {
 	return m
 }
 
-// respCookie returns the hex cookie of m, or "".
+// respCookie returns the hex text of the first COOKIE option of m, or "".
 func respCookie(m *dns.Msg) string {
-	s, _ := requestCookie(m)
-	return s
+	if o, n := cookieOptions(m); n > 0 {
+		return o.Cookie
+	}
+	return ""
 }
 
 // testClientCookie is the client cookie the tests send.
@@ -48,7 +50,7 @@ const testClientCookie = "0102030405060708"
 // client sends back after c gave it a server cookie at issued.
 func issuedCookie(c *Cookies, client netip.Addr, issued time.Time) string {
 	m := new(dns.Msg)
-	c.AddServerCookie(m, cookieQuery("a.", testClientCookie), client, issued)
+	c.AddServerCookie(cookieQuery("a.", testClientCookie), m, client, issued)
 	return respCookie(m)
 }
 
@@ -131,7 +133,7 @@ func TestRFC9018Vectors(t *testing.T) {
 			}
 
 			resp := new(dns.Msg).SetReply(req)
-			c.AddServerCookie(resp, req, client, at)
+			c.AddServerCookie(req, resp, client, at)
 			if got := respCookie(resp); got != tc.reply {
 				t.Errorf("reply cookie\n got %s\nwant %s", got, tc.reply)
 			}
@@ -169,7 +171,7 @@ func TestCookieRollover(t *testing.T) {
 		t.Errorf("after Rotate: %v, want CookieValid", got)
 	}
 	resp := new(dns.Msg).SetReply(req)
-	c.AddServerCookie(resp, req, client, at)
+	c.AddServerCookie(req, resp, client, at)
 	if got, want := respCookie(resp), "22681ab97d52c298010000005cf7c609a6bb79d16625507a"; got != want {
 		t.Errorf("after Rotate, new cookie %s, want %s", got, want)
 	}
@@ -294,7 +296,7 @@ func TestAddServerCookie(t *testing.T) {
 	t.Run("no OPT in response", func(t *testing.T) {
 		req := cookieQuery("a.", "0102030405060708")
 		resp := new(dns.Msg).SetReply(req)
-		c.AddServerCookie(resp, req, client, now)
+		c.AddServerCookie(req, resp, client, now)
 		opt := resp.IsEdns0()
 		if opt == nil || opt.UDPSize() != defaultUDPSize {
 			t.Fatalf("OPT = %v", opt)
@@ -308,7 +310,7 @@ func TestAddServerCookie(t *testing.T) {
 		resp := new(dns.Msg).SetReply(req)
 		resp.SetEdns0(4096, true)
 		resp.IsEdns0().Option = append(resp.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "aaaaaaaaaaaaaaaa"})
-		c.AddServerCookie(resp, req, client, now)
+		c.AddServerCookie(req, resp, client, now)
 		opt := resp.IsEdns0()
 		if len(opt.Option) != 1 || opt.UDPSize() != 4096 || !opt.Do() {
 			t.Fatalf("OPT = %v", opt)
@@ -321,7 +323,7 @@ func TestAddServerCookie(t *testing.T) {
 		req := cookieQuery("a.", "0102030405060708")
 		resp := new(dns.Msg).SetReply(req)
 		resp.Extra = append(resp.Extra, req.IsEdns0())
-		c.AddServerCookie(resp, req, client, now)
+		c.AddServerCookie(req, resp, client, now)
 		if got := respCookie(req); got != "0102030405060708" {
 			t.Errorf("request's cookie changed to %s", got)
 		}
@@ -332,14 +334,14 @@ func TestAddServerCookie(t *testing.T) {
 	t.Run("nothing to echo", func(t *testing.T) {
 		for _, req := range []*dns.Msg{nil, new(dns.Msg), cookieQuery("a.", ""), cookieQuery("a.", "0102")} {
 			resp := new(dns.Msg)
-			c.AddServerCookie(resp, req, client, now)
+			c.AddServerCookie(req, resp, client, now)
 			if len(resp.Extra) != 0 {
 				t.Errorf("request %v: response got %v", req, resp.Extra)
 			}
 		}
 		var nilC *Cookies
-		nilC.AddServerCookie(new(dns.Msg), cookieQuery("a.", "0102030405060708"), client, now)
-		c.AddServerCookie(nil, cookieQuery("a.", "0102030405060708"), client, now)
+		nilC.AddServerCookie(cookieQuery("a.", "0102030405060708"), new(dns.Msg), client, now)
+		c.AddServerCookie(cookieQuery("a.", "0102030405060708"), nil, client, now)
 	})
 }
 
@@ -451,7 +453,7 @@ func TestAddServerCookieLeavesRequestAlone(t *testing.T) {
 		req.IsEdns0().Option = append(req.IsEdns0().Option, nsid)
 		resp := new(dns.Msg).SetReply(req)
 		share(req, resp)
-		c.AddServerCookie(resp, req, client, now)
+		c.AddServerCookie(req, resp, client, now)
 		if got := respCookie(req); got != "0102030405060708" || len(req.IsEdns0().Option) != 2 {
 			t.Errorf("%s: request's options now %v", name, req.IsEdns0().Option)
 		}

@@ -1,7 +1,9 @@
 // Package miekgrrl puts Response Rate Limiting (package
 // github.com/dnsrrl/rrl) in front of an authoritative server built on
-// github.com/miekg/dns, the way BIND 9 does it, with DNS COOKIE support so
-// that clients that prove their address are never limited.
+// github.com/miekg/dns, the way BIND 9 does it, with request limits that
+// refuse a request before any work is done for it, and DNS COOKIE support,
+// so that clients that prove their address are exempt from the response
+// limits.
 //
 // # Classification
 //
@@ -30,7 +32,8 @@
 //
 // When the limiter says Slip, SlipReply builds what is sent instead: BADCOOKIE
 // with a fresh server cookie if the request had a client cookie and cookies
-// are configured (the client retries with the cookie and is then exempt), or
+// are configured (the client retries with the cookie and is then exempt
+// from the response limits), or
 // else an empty TC=1 reply that sends the client to TCP. A slip reply to a
 // request signed with TSIG ends with a TSIG record for the same key, which
 // a dns.Server holding the key (TsigSecret) signs as it writes the reply.
@@ -47,7 +50,10 @@
 // back as it came (RFC 9018 section 4.3), older ones are renewed. An
 // all-zero secret is never used, since anyone could make cookies with it:
 // NewCookies and Rotate given one, and the zero value, draw a random secret
-// from crypto/rand instead.
+// from crypto/rand instead. A server that does not use Middleware checks a
+// request's cookie with Check and gives the response a server cookie with
+// AddServerCookie, which, like Tuple and SlipReply, takes the request first
+// and the response second.
 //
 // # Middleware
 //
@@ -55,21 +61,36 @@
 //
 //	cfg := rrl.NewConfig()
 //	cfg.SetValue("responses-per-second", "10")
+//	cfg.SetValue("requests-per-second", "20")         // every request of a network
+//	cfg.SetValue("proven-requests-per-second", "100") // over TCP or with a valid cookie
 //	limiter := rrl.NewRRL(cfg)
 //	var secret [16]byte
 //	rand.Read(secret[:]) // crypto/rand, or the secret shared by an anycast set
 //	cookies := miekgrrl.NewCookies(secret)
 //	dns.Handle(".", miekgrrl.Middleware(limiter, zoneHandler, miekgrrl.Options{Cookies: cookies}))
 //
-// It lets a request with a valid server cookie through unlimited (adding a
-// server cookie to the response), and otherwise captures the response the
-// handler writes, debits it, and sends it (with a server cookie if the
-// request had a client cookie), drops it or slips it. A handler that writes
-// nothing gets nothing written for it. TCP responses are debited (the
-// request limit applies) but never limited. Options.ReportOnly sends
-// everything and only reports; Options.OnDecision sees every decision. A
-// handler serving wildcards can say so with SetWildcardOrigin(w, origin)
-// before writing. A nil limiter limits nothing: only cookies are served.
+// It charges each request as it arrives (rrl.RRL.DebitRequest), before the
+// handler runs. A request over its request limit never reaches the handler:
+// over UDP nothing is sent, and a connection (TCP, TLS) is closed. The request
+// limits are requests-per-second, for every request of a client network,
+// and proven-requests-per-second, for the requests of proven sources (over
+// TCP, or over UDP with a valid server cookie): once set, it gives them an
+// account and an allowance of their own, so that honest resolvers that use
+// cookies may ask more than unproven sources, and spoofed requests cannot
+// spend their allowance; until then they share requests-per-second's.
+//
+// A request let through is served by the handler, whose response the
+// middleware captures, debits (rrl.RRL.DebitResponse), and sends (with a
+// server cookie if the request had a client cookie), drops or slips. The
+// response to a request with a valid server cookie is not debited: its
+// source is proven, so it cannot be the victim of a reflection, and only
+// the request limit holds it. A handler that writes nothing gets nothing
+// written for it. TCP responses are debited but never response-limited.
+// Options.ReportOnly serves and sends everything and only reports;
+// Options.OnDecision sees every decision, including the requests refused
+// before the handler (Decision.RequestDropped). A handler serving wildcards
+// can say so with SetWildcardOrigin(w, origin) before writing. A nil
+// limiter limits nothing: only cookies are served.
 //
 // The middleware never changes the handler's message: a server cookie goes
 // into a copy, with its own additional section and OPT record (placed before
@@ -79,13 +100,16 @@
 // request with a malformed COOKIE option gets FORMERR (RFC 7873 section
 // 5.2.2); a request without a question (accepted by AcceptCookieOnly) gets
 // NOERROR and a server cookie if it is a query with a client cookie, else
-// FORMERR. Neither reaches the handler. A ResponseWriter the handler keeps
-// past its return (without Hijack) is dead: writes fail with ErrWriterDone.
+// FORMERR. Neither reaches the handler; both are held to the request limit
+// first. A ResponseWriter the handler keeps past its return (without
+// Hijack) is dead: writes fail with ErrWriterDone.
 //
 // Per query the middleware adds a few hundred nanoseconds (about half of
-// it the core's Debit) and one 16-byte allocation (the writer the handler
-// gets) to the handler's cost; a response with a server cookie costs one
-// more allocation, for its copy (see README.md).
+// it the core's DebitRequest and DebitResponse) and one 16-byte allocation
+// (the writer the handler gets) to the handler's cost; a response with a
+// server cookie costs one more allocation, for its copy. A request refused
+// by its request limit costs no allocation and less than the handler
+// would (see README.md).
 //
 // To take cookie-only queries (no question) at all, serve with
 // dns.Server{MsgAcceptFunc: miekgrrl.AcceptCookieOnly}.

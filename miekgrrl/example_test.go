@@ -59,7 +59,7 @@ func ExampleCookies() {
 
 	// The response gives it a server cookie...
 	resp := new(dns.Msg).SetReply(req)
-	cookies.AddServerCookie(resp, req, client, now)
+	cookies.AddServerCookie(req, resp, client, now)
 
 	// ...which the client sends back with its next query.
 	req.IsEdns0().Option = resp.IsEdns0().Option
@@ -75,6 +75,8 @@ func ExampleMiddleware() {
 	cfg := rrl.NewConfig()
 	cfg.SetValue("responses-per-second", "10")
 	cfg.SetValue("slip-ratio", "2")
+	cfg.SetValue("requests-per-second", "20")         // refused before the zone is asked
+	cfg.SetValue("proven-requests-per-second", "100") // over TCP, or with a valid server cookie
 	limiter := rrl.NewRRL(cfg)
 
 	var secret [16]byte
@@ -88,7 +90,10 @@ func ExampleMiddleware() {
 	h := miekgrrl.Middleware(limiter, zone, miekgrrl.Options{
 		Cookies: miekgrrl.NewCookies(secret),
 		OnDecision: func(d miekgrrl.Decision) {
-			if d.Action != rrl.Send {
+			switch {
+			case d.RequestDropped: // the zone never saw it
+				fmt.Println(d.Client, "over its request limit")
+			case d.Action != rrl.Send:
 				fmt.Println(d.Client, d.Action, d.Tuple.SalientName)
 			}
 		},

@@ -103,7 +103,7 @@ func FuzzCookie(f *testing.F) {
 			t.Fatalf("%d-byte cookie: MalformedCookie %v", n, !wellFormed)
 		}
 		resp := new(dns.Msg).SetReply(req)
-		c.AddServerCookie(resp, req, client, now)
+		c.AddServerCookie(req, resp, client, now)
 		if n == 8 || (n >= 16 && n <= 40) {
 			if got := c.Check(cookieQuery("x.", respCookie(resp)), client, now); got != CookieValid {
 				t.Fatalf("fresh cookie for %x: %v", cookie, got)
@@ -116,9 +116,85 @@ func FuzzCookie(f *testing.F) {
 		}
 		c.Check(m, client, now)
 		r := new(dns.Msg)
-		c.AddServerCookie(r, m, client, now)
+		c.AddServerCookie(m, r, client, now)
 		if _, err := r.Pack(); err != nil {
 			t.Fatalf("response with cookie does not pack: %v", err)
+		}
+	})
+}
+
+// FuzzMiddleware serves arbitrary requests, each a few times so that the
+// request and response limits are crossed, over UDP or TCP, with a valid
+// server cookie or as they come, in report-only mode or not. It checks
+// what the request limit promises: a request it refuses never reaches the
+// handler, gets nothing written, and closes a TCP connection; every request
+// that reaches the handler was let through (or report-only); a response
+// exempt by its cookie is sent and reports RTNotReached; what is written
+// packs.
+func FuzzMiddleware(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		for flags := range byte(8) {
+			f.Add(s, flags)
+		}
+	}
+	if b, err := cookieQuery("www.example.org.", "0102").Pack(); err == nil {
+		f.Add(b, byte(0)) // a malformed cookie
+	}
+	f.Fuzz(func(t *testing.T, data []byte, flags byte) {
+		req := new(dns.Msg)
+		if req.Unpack(data) != nil {
+			return
+		}
+		udp, reportOnly, valid := flags&1 == 0, flags&2 != 0, flags&4 != 0
+		clock := newTestClock()
+		lim := newLimiter(t, clock, "requests-per-second", "1", "proven-requests-per-second", "2",
+			"responses-per-second", "1", "slip-ratio", "1")
+		cookies := NewCookies([16]byte{9})
+		if valid {
+			client := netip.MustParseAddr("192.0.2.1")
+			if findOPT(req) == nil {
+				req.SetEdns0(1232, false)
+			}
+			opt := findOPT(req)
+			c := &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: issuedCookie(cookies, client, clock.now())}
+			opt.Option = withCookie(opt.Option, c, nil)
+		}
+		calls := 0
+		handler := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+			calls++
+			answerHandler(w, r)
+		})
+		var ds decisions
+		h := Middleware(lim, handler, Options{Cookies: cookies, ReportOnly: reportOnly, OnDecision: ds.record, Now: clock.now})
+		for i := range 4 {
+			w := udpFrom("192.0.2.1")
+			if !udp {
+				w = tcpFrom("192.0.2.1")
+			}
+			before, n := calls, len(ds.list)
+			h.ServeDNS(w, req)
+			if len(ds.list) > n+1 {
+				t.Fatalf("request %d: %d decisions", i, len(ds.list)-n)
+			}
+			for _, m := range w.msgs {
+				if _, err := m.Pack(); err != nil {
+					t.Fatalf("request %d: written message does not pack: %v", i, err)
+				}
+			}
+			if len(ds.list) == n {
+				continue // served, nothing written
+			}
+			d := ds.last()
+			switch {
+			case d.RequestDropped && (d.Action != rrl.Drop || d.RTReason != rrl.RTNotReached || d.Response != nil):
+				t.Fatalf("request %d refused: %+v", i, d)
+			case d.RequestDropped && !reportOnly && (calls != before || w.wrote() != 0 || (w.closed == 1) == udp):
+				t.Fatalf("request %d refused: handler called %d times, wrote %d, closed %d", i, calls-before, w.wrote(), w.closed)
+			case !d.Limited && (d.Action != rrl.Send || d.RTReason != rrl.RTNotReached || d.Cookie != CookieValid):
+				t.Fatalf("request %d exempt by its cookie: %+v", i, d)
+			case !d.RequestDropped && w.closed != 0:
+				t.Fatalf("request %d served, and its connection closed", i)
+			}
 		}
 	})
 }

@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	github.com/dchest/siphash v1.2.3
-	github.com/dnsrrl/rrl v0.0.0
+	github.com/dnsrrl/rrl v0.1.0
 	github.com/miekg/dns v1.1.73
 )
 

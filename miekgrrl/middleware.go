@@ -15,25 +15,30 @@ import (
 // Options tune Middleware. The zero value limits with the RRL alone, without
 // cookies and without reporting.
 type Options struct {
-	// ReportOnly sends every response as the handler wrote it, while still
-	// debiting the limiter and reporting through OnDecision what would have
-	// been done (Decision.Action). It is for trying limits out.
+	// ReportOnly serves every request and sends every response as the
+	// handler wrote it, while still debiting the limiter and reporting
+	// through OnDecision what would have been done (Decision.Action). It is
+	// for trying limits out.
 	ReportOnly bool
 
 	// Cookies, if set, makes the middleware a DNS COOKIE server: a request
-	// with a valid server cookie bypasses the limiter, every response to a
-	// request with a client cookie gets a server cookie (replacing any
-	// COOKIE option the handler set): the request's own, as it came, if it
-	// is valid, made with the current secret and under half an hour old,
-	// else a fresh one. A slipped response to such a request is BADCOOKIE
-	// rather than TC=1, and a request with a malformed COOKIE option gets
-	// FORMERR.
+	// with a valid server cookie proves its source address, so it is held
+	// to the request limits (proven-requests-per-second) but exempt from
+	// the response limits; every response to a request with a client cookie
+	// gets a server cookie (replacing any COOKIE option the handler set):
+	// the request's own, as it came, if it is valid, made with the current
+	// secret and under half an hour old, else a fresh one. A slipped
+	// response to such a request is BADCOOKIE rather than TC=1, and a
+	// request with a malformed COOKIE option gets FORMERR.
 	Cookies *Cookies
 
-	// OnDecision, if set, is called once per request for which the handler
-	// wrote a response, after the decision and before the write. It runs on
-	// the serving goroutines, concurrently: it must be safe for that, and
-	// quick. Nil costs nothing; a hook costs no allocation either.
+	// OnDecision, if set, is called once per request that was decided: when
+	// its request limit refuses it, before the handler would run
+	// (Decision.RequestDropped), or else when the handler writes its first
+	// response, before the write. A request that is served and answered
+	// with nothing gets no call. It runs on the serving goroutines,
+	// concurrently: it must be safe for that, and quick. Nil costs nothing;
+	// a hook costs no allocation either.
 	OnDecision func(Decision)
 
 	// WildcardOrigin, if set, is asked for the wildcard origin of each
@@ -46,17 +51,29 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Decision tells what the middleware decided for one response.
+// Decision tells what the middleware decided for one request and its
+// response.
 type Decision struct {
 	// Action is what the limiter said: Send, Drop or Slip. In report-only
-	// mode the response was sent anyway.
+	// mode the request was served and the response sent anyway.
 	Action   rrl.Action
 	IPReason rrl.IPReason
 	RTReason rrl.RTReason
 
-	// Limited is false when a valid server cookie let the request bypass the
-	// limiter; Action is then Send and the reasons IPNotReached and
-	// RTNotReached. Tuple is filled in either case.
+	// RequestDropped is set when the request limit (requests-per-second,
+	// or proven-requests-per-second for a proven source) refused the
+	// request as it arrived: the handler was not called, nothing was sent
+	// over UDP and a connection (TCP, TLS) was closed (in report-only mode the
+	// request was served all the same, and its response not debited).
+	// Action is then Drop, IPReason IPRateLimit, RTReason RTNotReached;
+	// Response is nil and Tuple zero.
+	RequestDropped bool
+
+	// Limited is false when a valid server cookie exempted the response
+	// from the response limits: the request limit still applied, and
+	// IPReason is what it said (IPOk, IPNotConfigured when no request limit
+	// is set, or IPExempt); Action is Send and RTReason RTNotReached. Tuple
+	// is filled in either case.
 	Limited bool
 
 	Tuple      rrl.ResponseTuple
@@ -67,18 +84,26 @@ type Decision struct {
 
 	// Request is the query; Response is the handler's answer (or the
 	// middleware's own, for the requests it answers itself), not the slip
-	// reply nor the copy that carries a server cookie. Neither may be kept
-	// or changed by the hook.
+	// reply nor the copy that carries a server cookie, and nil when the
+	// request was dropped before the handler. Neither may be kept or
+	// changed by the hook.
 	Request, Response *dns.Msg
 }
 
-// Middleware returns a dns.Handler that serves next behind limiter. For each
-// request it captures the response next writes, classifies it with Tuple,
-// debits it, and sends it, drops it or sends SlipReply in its place. TCP
-// responses are debited too, so requests-per-second applies to them, but the
-// core never limits their responses (RTNotUDP). A handler that writes
-// nothing gets nothing written for it. With Options.Cookies, a request with a
-// valid server cookie is not debited at all: its source cannot be spoofed.
+// Middleware returns a dns.Handler that serves next behind limiter. It
+// charges each request as it arrives (rrl.RRL.DebitRequest), before next is
+// called: a request over its request limit (requests-per-second, or
+// proven-requests-per-second for a request over TCP or with a valid server
+// cookie) never reaches next; over UDP nothing is sent, and a connection
+// (DNS over TCP or TLS, or any other transport that is not UDP, as
+// rrl.Source reads the RemoteAddr) is closed. Then it captures the response next writes, classifies it with
+// Tuple, debits it (rrl.RRL.DebitResponse), and sends it, drops it or sends
+// SlipReply in its place. The core never limits TCP responses (RTNotUDP). A
+// handler that writes nothing gets nothing written for it. With
+// Options.Cookies, the response to a request with a valid server cookie is
+// not debited: its source cannot be spoofed, so it cannot be the victim of
+// a reflection; the request limit holds it all the same, since that limit
+// is about load.
 //
 // The middleware never changes the messages the handler writes: to add a
 // server cookie it sends a copy, with its own additional section and OPT
@@ -87,8 +112,9 @@ type Decision struct {
 // client advertised (512 bytes without EDNS), since the cookie makes it
 // longer; a message signed with TSIG is not, as package dns truncates none.
 //
-// Some requests never reach next; the middleware answers them itself, and
-// debits the answer like any other:
+// Some requests never reach next; the middleware answers them itself, once
+// their request limit let them through, and debits the answer like any
+// other:
 //
 //   - with Options.Cookies, a request with a malformed COOKIE option (see
 //     MalformedCookie) gets FORMERR (RFC 7873 section 5.2.2);
@@ -140,6 +166,25 @@ func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			s.ck = h.opts.Cookies.classify(o, n, s.client, s.now)
 		}
 	}
+	if s.admit() {
+		h.serve(cw, req)
+	}
+	cw.mu.Lock()
+	if cw.hijacked {
+		cw.mu.Unlock()
+		return // the handler may still write: leave this writer to it
+	}
+	cw.gen++
+	cw.s = state{}
+	cw.mu.Unlock()
+	writers.Put(cw)
+}
+
+// serve answers a request that its request limit let through: the
+// middleware answers the requests it must (see Middleware), the handler
+// the others.
+func (h *middleware) serve(cw *writer, req *dns.Msg) {
+	s := &cw.s
 	switch {
 	case s.ck.malformed:
 		s.writeMsg(replyWithOPT(req, dns.RcodeFormatError))
@@ -154,26 +199,6 @@ func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		// that a late write cannot go through the recycled writer.
 		h.next.ServeDNS(&handle{w: cw, gen: cw.gen}, req)
 	}
-	cw.mu.Lock()
-	if cw.hijacked {
-		cw.mu.Unlock()
-		return // the handler may still write: leave this writer to it
-	}
-	cw.gen++
-	cw.s = state{}
-	cw.mu.Unlock()
-	writers.Put(cw)
-}
-
-// replyWithOPT returns a reply to req with rcode, and an OPT record without
-// options if req has one, for the requests the middleware answers itself.
-func replyWithOPT(req *dns.Msg, rcode int) *dns.Msg {
-	m := new(dns.Msg).SetRcode(req, rcode)
-	if reqOPT := findOPT(req); reqOPT != nil {
-		opt := newOPT(reqOPT)
-		m.Extra = []dns.RR{&opt}
-	}
-	return m
 }
 
 // SetWildcardOrigin tells the middleware around w that the response about to
@@ -209,6 +234,7 @@ type state struct {
 	now     time.Time // read when the request has a cookie
 	origin  string
 	tuple   rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
+	reqIP   rrl.IPReason      // what the request limit said
 	decided bool
 	action  rrl.Action // what to do with this and any later message
 }
@@ -336,6 +362,49 @@ func (hd *handle) SetWildcardOrigin(origin string) {
 	}
 }
 
+// admit charges the request to its request limit and reports whether to
+// serve it. A request it refuses is decided here: Drop, reported to the hook,
+// and its TCP connection closed; in report-only mode it is served all the
+// same, and its response sent without being debited, as the response that
+// would not have existed.
+func (s *state) admit() bool {
+	h := s.h
+	act, ipr := h.limiter.DebitRequestAddr(s.client, s.udp, s.ck.state == CookieValid)
+	s.reqIP = ipr
+	if act == rrl.Send {
+		return true
+	}
+	s.decided, s.action = true, rrl.Drop
+	if h.opts.OnDecision != nil {
+		h.opts.OnDecision(Decision{Action: rrl.Drop, IPReason: ipr, RTReason: rrl.RTNotReached,
+			RequestDropped: true, Limited: true, Client: s.client, UDP: s.udp, Cookie: s.ck.state,
+			ReportOnly: h.opts.ReportOnly, Request: s.req})
+	}
+	if h.opts.ReportOnly {
+		s.action = rrl.Send
+		return true
+	}
+	if s.onStream() {
+		s.rw.Close() // nothing will be written: free the connection now
+	}
+	return false
+}
+
+// onStream reports whether the request came on a connection, which a
+// refused request closes: TCP and TLS (a *net.TCPAddr, even one without a
+// usable IP, which the core reads as UDP), a stream over a Unix socket
+// (which has no IP either), and any other transport the core does not read
+// as UDP.
+func (s *state) onStream() bool {
+	switch a := s.remote.(type) {
+	case *net.TCPAddr:
+		return true
+	case *net.UnixAddr:
+		return a != nil && a.Net == "unix"
+	}
+	return !s.udp
+}
+
 func (s *state) writeMsg(m *dns.Msg) error {
 	if m == nil {
 		return s.rw.WriteMsg(m)
@@ -395,9 +464,11 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 	limited := s.ck.state != CookieValid
 	if limited {
 		s.tuple = Tuple(s.req, m, s.wildcardOrigin(m))
-		s.action, ipr, rtr = h.limiter.DebitAddr(s.client, s.udp, &s.tuple)
+		s.action, ipr, rtr = h.limiter.DebitResponseAddr(s.client, s.udp, &s.tuple)
 	} else {
-		s.action, ipr, rtr = rrl.Send, rrl.IPNotReached, rrl.RTNotReached
+		// A proven source: exempt from the response limits, held only to
+		// the request limit it has passed.
+		s.action, ipr, rtr = rrl.Send, s.reqIP, rrl.RTNotReached
 	}
 	if h.opts.OnDecision != nil {
 		// Built only for the hook: the struct is large enough to show in profiles.
@@ -441,27 +512,13 @@ func (s *state) withCookie(m *dns.Msg) *dns.Msg {
 	if !s.ck.resend {
 		c = s.h.opts.Cookies.freshCookie(&r.cookie, &r.text, &s.ck.cc, s.client, s.now)
 	}
-	out := r.attach(m, s.req, c)
+	out := r.attach(s.req, m, c)
 	if s.udp {
 		if size := udpSize(s.req); uncompressedLen(out, &r.opt) > size {
 			out.Truncate(size)
 		}
 	}
 	return out
-}
-
-// uncompressedLen is the length of m packed without compression, as
-// dns.Msg.Truncate first measures it, but without packing the COOKIE option
-// that ends opt, which dns.Msg.Len would do (allocating) to learn its length.
-func uncompressedLen(m *dns.Msg, opt *dns.OPT) int {
-	options := opt.Option
-	cookie := options[len(options)-1].(*dns.EDNS0_COOKIE)
-	opt.Option = options[:len(options)-1]
-	compress := m.Compress
-	m.Compress = false
-	l := m.Len()
-	m.Compress, opt.Option = compress, options
-	return l + 4 + len(cookie.Cookie)/2 // code, length, data
 }
 
 // slipReply is SlipReply with the client cookie decoded when the request

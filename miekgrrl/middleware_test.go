@@ -17,6 +17,7 @@ type fakeWriter struct {
 	msgs     []*dns.Msg
 	raw      [][]byte
 	hijacked bool
+	closed   int // Close calls
 }
 
 func (w *fakeWriter) LocalAddr() net.Addr {
@@ -25,7 +26,7 @@ func (w *fakeWriter) LocalAddr() net.Addr {
 func (w *fakeWriter) RemoteAddr() net.Addr        { return w.remote }
 func (w *fakeWriter) WriteMsg(m *dns.Msg) error   { w.msgs = append(w.msgs, m); return nil }
 func (w *fakeWriter) Write(b []byte) (int, error) { w.raw = append(w.raw, b); return len(b), nil }
-func (w *fakeWriter) Close() error                { return nil }
+func (w *fakeWriter) Close() error                { w.closed++; return nil }
 func (w *fakeWriter) TsigStatus() error           { return nil }
 func (w *fakeWriter) TsigTimersOnly(bool)         {}
 func (w *fakeWriter) Hijack()                     { w.hijacked = true }

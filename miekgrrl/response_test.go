@@ -76,7 +76,7 @@ func TestAddServerCookieBeforeTSIG(t *testing.T) {
 	req := cookieQuery("a.example.", "0102030405060708")
 	resp := new(dns.Msg).SetReply(req)
 	resp.SetTsig(tsigKey, dns.HmacSHA256, 300, time.Now().Unix())
-	c.AddServerCookie(resp, req, netip.MustParseAddr("192.0.2.1"), time.Now())
+	c.AddServerCookie(req, resp, netip.MustParseAddr("192.0.2.1"), time.Now())
 	if len(resp.Extra) != 2 || resp.IsTsig() == nil || resp.IsEdns0() == nil || len(respCookie(resp)) != 48 {
 		t.Errorf("additional section %v: want the OPT record with the cookie, then the TSIG record", resp.Extra)
 	}

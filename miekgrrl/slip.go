@@ -13,8 +13,8 @@ import (
 //   - when c is not nil and req carries a client cookie: BADCOOKIE (extended
 //     rcode 23) with the question, and a COOKIE option echoing the client
 //     cookie with a fresh server cookie, so the client can retry over UDP with
-//     a server cookie, which the middleware does not limit (RFC 7873 section
-//     5.2.3);
+//     a server cookie, which exempts it from the response limits in the
+//     middleware (RFC 7873 section 5.2.3);
 //   - otherwise: TC=1 with the question only, so the client retries over TCP.
 //     The rcode is kept for NXDOMAIN and is NOERROR otherwise; AA is cleared
 //     since the reply holds no authoritative data. If req had an OPT record

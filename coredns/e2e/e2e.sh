@@ -2,7 +2,9 @@
 # End-to-end check of the rrl plugin: build the CoreDNS binary, run it on
 # coredns/example/Corefile, and show with dig (or kdig) that a client that
 # asks too fast first gets answers, then truncated (TC) replies and silence,
-# while TCP and other clients are still served. Exits non-zero on failure.
+# while TCP and other clients are still served; and, with dig, that a client
+# presenting its server cookie is held to proven-requests-per-second, its
+# refused queries getting nothing. Exits non-zero on failure.
 #
 #   bash coredns/e2e/e2e.sh
 #
@@ -162,6 +164,63 @@ echo "e2e: metrics count $slips more slips and $drops more drops (the client saw
 ((drops >= 1)) || fail "drop counter rose by $drops, want at least 1"
 if grep -E '^coredns_rrl_' <<<"$metrics" | grep -qE '127\.0\.(0|99)\.[0-9]+[^:]'; then
 	fail "an rrl metric carries a client address"
+fi
+
+# Request limits act before the work and hold clients with cookies too: a
+# second server with requests-per-second 2, proven-requests-per-second 5
+# and responses-per-second 1. A client that presents the server cookie it
+# was given escapes the response limit but not the proven request
+# allowance. dig is the client here: it takes a server cookie to send.
+if [[ $client == dig ]]; then
+	req_port=$(free_port $((dns_port + 1)))
+	req_metrics=$(free_port $((metrics_port + 1)))
+	cat >"$tmp/Corefile.requests" <<-EOF
+		example.test.:$req_port {
+		    bind 127.0.0.1
+		    root $repo/coredns/example
+		    prometheus 127.0.0.1:$req_metrics
+		    rrl {
+		        requests-per-second 2
+		        proven-requests-per-second 5
+		        responses-per-second 1
+		    }
+		    file db.example.test
+		}
+	EOF
+	"$tmp/coredns" -conf "$tmp/Corefile.requests" >"$tmp/requests.log" 2>&1 &
+	req_pid=$!
+	trap 'kill "$req_pid" 2>/dev/null || true; cleanup' EXIT
+	cookie=
+	for _ in $(seq 50); do
+		cookie=$(dig +tries=1 +time=1 @127.0.0.1 -p "$req_port" ns1.example.test A 2>/dev/null |
+			grep -oE 'COOKIE: [0-9a-f]{48}' | cut -d' ' -f2 || true)
+		[[ -n $cookie ]] && break
+		sleep 0.2
+	done
+	[[ -n $cookie ]] || fail "no server cookie from the second server"
+	sleep 2 # a fresh request account: the probes above spent some of it
+	echo "e2e: 30 queries at once with a valid server cookie (proven allowance 5/s, responses 1/s)"
+	for i in $(seq 30); do
+		dig +cookie="$cookie" +ignore +tries=1 +time=2 @127.0.0.1 -p "$req_port" www.example.test A >"$tmp/cookie.$i" 2>&1 &
+	done
+	for j in $(jobs -p); do [[ $j == "$pid" || $j == "$req_pid" ]] || wait "$j" || true; done
+	answered=0 replied=0
+	for i in $(seq 30); do
+		case $(outcome "$(cat "$tmp/cookie.$i")") in
+		answered) answered=$((answered + 1)) ;;
+		truncated) replied=$((replied + 1)) ;;
+		esac
+		if grep -q 'status: BADCOOKIE' "$tmp/cookie.$i"; then replied=$((replied + 1)); fi
+	done
+	echo "e2e: $answered answered, $replied other replies, the rest refused"
+	((answered >= 2 && answered <= 8)) || fail "want about 5 answered (the proven allowance, above the response limit of 1), got $answered"
+	((replied == 0)) || fail "refused requests got $replied replies, want none"
+	exec 4<>"/dev/tcp/127.0.0.1/$req_metrics"
+	printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&4
+	refused=$(awk '/^coredns_rrl_requests_exceeded_total\{.*source="proven"/ { s += $NF } END { print s + 0 }' <&4)
+	exec 4<&-
+	echo "e2e: requests_exceeded_total{source=\"proven\"} = $refused"
+	((refused >= 30 - answered)) || fail "want the $((30 - answered)) refused queries counted as proven, got $refused"
 fi
 
 echo "e2e: PASS"

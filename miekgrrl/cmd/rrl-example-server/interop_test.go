@@ -41,15 +41,19 @@ func (r *recorder) len() int {
 }
 
 // startTestServer runs the example server on a free loopback port with one
-// response per second allowed, every limited response slipped, and the
-// limiter's clock stopped, so that what is limited does not depend on how
-// fast the test runs.
-func startTestServer(t *testing.T) (*server, string, *recorder) {
+// response per second allowed, every limited response slipped, no request
+// limit, and the limiter's clock stopped, so that what is limited does not
+// depend on how fast the test runs. more, if given, changes the options.
+func startTestServer(t *testing.T, more ...func(*options)) (*server, string, *recorder) {
 	t.Helper()
 	frozen := time.Now()
 	rec := new(recorder)
-	s, err := start(options{addr: "127.0.0.1:0", rate: "1", slip: "1", window: "15",
-		secret: [16]byte{1, 2, 3}, now: func() time.Time { return frozen }, onDecision: rec.record})
+	o := options{addr: "127.0.0.1:0", rate: "1", slip: "1", window: "15",
+		secret: [16]byte{1, 2, 3}, now: func() time.Time { return frozen }, onDecision: rec.record}
+	for _, f := range more {
+		f(&o)
+	}
+	s, err := start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +83,21 @@ var (
 // run runs the tool against the server and returns its output.
 func (tl tool) run(t *testing.T, port string, extra ...string) string {
 	t.Helper()
+	out, err := tl.try(port, extra...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", tl.name, strings.Join(extra, " "), err, out)
+	}
+	return out
+}
+
+// try runs the tool against the server and returns its output and how it
+// ended.
+func (tl tool) try(port string, extra ...string) (string, error) {
 	args := append([]string{"@127.0.0.1", "-p", port}, tl.flags...)
 	args = append(args, extra...)
 	args = append(args, "www.example.org.", "A")
 	out, err := exec.Command(tl.name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", tl.name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 // last returns the last submatch of re in out, or "".
@@ -100,7 +111,8 @@ func last(re *regexp.Regexp, out string) string {
 
 // TestInteroperability drives the example server with dig and kdig: the
 // server cookies they learn validate when they send them back, a request
-// with one is not limited, BADCOOKIE makes them retry with the server
+// with one is exempt from the response limits but held to
+// proven-requests-per-second, BADCOOKIE makes them retry with the server
 // cookie, and a client without cookies gets TC.
 func TestInteroperability(t *testing.T) {
 	for _, tl := range tools {
@@ -108,7 +120,9 @@ func TestInteroperability(t *testing.T) {
 			if _, err := exec.LookPath(tl.name); err != nil {
 				t.Skipf("%s is not installed", tl.name)
 			}
-			s, port, rec := startTestServer(t)
+			// Three requests a second from proven sources; the others
+			// have no request limit.
+			s, port, rec := startTestServer(t, func(o *options) { o.proven = "3" })
 			client := netip.MustParseAddr("127.0.0.1")
 
 			// 1. A first query with a client cookie is answered, with a
@@ -156,6 +170,25 @@ func TestInteroperability(t *testing.T) {
 			out = tl.run(t, port, "+nocookie", tl.notc)
 			if f := strings.ToLower(last(flagsRE, out)); !strings.Contains(f, "tc") {
 				t.Fatalf("without cookie: flags %q, want tc\n%s", f, out)
+			}
+
+			// 5. Requests with the cookie are held to
+			// proven-requests-per-second (3): steps 2 and 3 spent two, the
+			// third is answered, the fourth never reaches the zone and
+			// gets no reply at all.
+			n = rec.len()
+			out = tl.run(t, port, "+cookie="+full)
+			if st := last(statusRE, out); st != "NOERROR" || !strings.Contains(out, "192.0.2.1") {
+				t.Fatalf("third proven request: status %q\n%s", st, out)
+			}
+			out, err := tl.try(port, "+cookie="+full)
+			if err == nil || strings.Contains(out, "192.0.2.1") {
+				t.Fatalf("fourth proven request answered (%v)\n%s", err, out)
+			}
+			d = rec.since(n)
+			if len(d) != 2 || d[0].RequestDropped || d[0].IPReason != rrl.IPOk ||
+				!d[1].RequestDropped || d[1].IPReason != rrl.IPRateLimit || d[1].Cookie != miekgrrl.CookieValid {
+				t.Fatalf("proven requests: decisions %+v\n%s", d, out)
 			}
 		})
 	}

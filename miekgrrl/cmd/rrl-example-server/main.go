@@ -5,7 +5,8 @@
 //
 // Usage:
 //
-//	rrl-example-server [-port 5300] [-rate 5] [-slip 2] [-window 15] [-secret hex] [-report-only] [-v]
+//	rrl-example-server [-port 5300] [-rate 5] [-slip 2] [-window 15] [-requests 0] [-proven-requests r]
+//	                   [-secret hex] [-report-only] [-v]
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,6 +36,8 @@ type options struct {
 	rate       string // responses-per-second
 	slip       string // slip-ratio
 	window     string
+	requests   string // requests-per-second
+	proven     string // proven-requests-per-second; "" to leave it at requests-per-second
 	secret     [16]byte
 	reportOnly bool
 	verbose    bool
@@ -51,7 +55,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	log.Printf("serving example.org. on %s (udp, tcp), responses-per-second %s, slip-ratio %s", s.udp.PacketConn.LocalAddr(), o.rate, o.slip)
+	log.Printf("serving example.org. on %s (udp, tcp): %s", s.udp.PacketConn.LocalAddr(), s.settings)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
@@ -61,9 +65,13 @@ func main() {
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("rrl-example-server", flag.ContinueOnError)
 	port := fs.Int("port", 5300, "port to listen on, UDP and TCP, at 127.0.0.1")
-	rate := fs.Float64("rate", 5, "responses-per-second allowed to each client network")
-	slip := fs.Int("slip", 2, "slip-ratio: 1 in this many limited responses is slipped (0: none)")
-	window := fs.Int("window", 15, "window in seconds")
+	// The limiter's settings are passed to it as written, so that they
+	// follow its one value grammar and a bad one gets its error.
+	rate := fs.String("rate", "5", "responses-per-second allowed to each client network")
+	slip := fs.String("slip", "2", "slip-ratio: 1 in this many limited responses is slipped (0: none)")
+	window := fs.String("window", "15", "window in seconds")
+	requests := fs.String("requests", "0", "requests-per-second allowed to each client network (0: no limit)")
+	proven := fs.String("proven-requests", "", "proven-requests-per-second: requests over TCP or with a valid server cookie (default: -requests)")
 	secret := fs.String("secret", "", "cookie secret, 32 hex digits (default: random)")
 	reportOnly := fs.Bool("report-only", false, "send every response; only log what would be limited")
 	verbose := fs.Bool("v", false, "log every decision")
@@ -72,11 +80,16 @@ func parseFlags(args []string) (options, error) {
 	}
 	o := options{
 		addr:       net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)),
-		rate:       strconv.FormatFloat(*rate, 'g', -1, 64),
-		slip:       strconv.Itoa(*slip),
-		window:     strconv.Itoa(*window),
+		rate:       *rate,
+		slip:       *slip,
+		window:     *window,
+		requests:   *requests,
+		proven:     *proven,
 		reportOnly: *reportOnly,
 		verbose:    *verbose,
+	}
+	if _, err := o.config(); err != nil {
+		return o, err
 	}
 	if *secret == "" {
 		rand.Read(o.secret[:])
@@ -90,11 +103,32 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
+// config returns the limiter's Config for o, or the limiter's error for
+// the first setting it refuses.
+func (o options) config() (*rrl.Config, error) {
+	cfg := rrl.NewConfig()
+	settings := [][2]string{{"responses-per-second", o.rate}, {"slip-ratio", o.slip}, {"window", o.window},
+		{"requests-per-second", o.requests}, {"proven-requests-per-second", o.proven}}
+	for _, kv := range settings {
+		if kv[1] == "" {
+			continue // left at its default
+		}
+		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	if o.now != nil {
+		cfg.SetNowFunc(o.now)
+	}
+	return cfg, nil
+}
+
 // server is a running example server.
 type server struct {
 	udp, tcp *dns.Server
 	limiter  *rrl.RRL
 	cookies  *miekgrrl.Cookies
+	settings string // the limiter's settings that the flags set, as it holds them
 }
 
 // start loads and signs the zone and serves it on o.addr until shutdown.
@@ -114,16 +148,11 @@ func start(o options) (*server, error) {
 		return nil, err
 	}
 
-	cfg := rrl.NewConfig()
-	for _, kv := range [][2]string{{"responses-per-second", o.rate}, {"slip-ratio", o.slip}, {"window", o.window}} {
-		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
-			return nil, err
-		}
+	cfg, err := o.config()
+	if err != nil {
+		return nil, err
 	}
-	if o.now != nil {
-		cfg.SetNowFunc(o.now)
-	}
-	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret)}
+	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg, o.proven != "")}
 	opts := miekgrrl.Options{ReportOnly: o.reportOnly, Cookies: s.cookies, OnDecision: o.onDecision}
 	if o.verbose {
 		opts.OnDecision = logDecision(o.onDecision)
@@ -154,6 +183,25 @@ func start(o options) (*server, error) {
 	return s, nil
 }
 
+// flagSettings lists the settings of cfg that the flags set, read back
+// from cfg: a default shows as the value it takes. provenSet says whether
+// proven-requests-per-second was set: until it is, proven requests share
+// the unproven ones' account, which the value alone does not show.
+func flagSettings(cfg *rrl.Config, provenSet bool) string {
+	var s []string
+	for _, k := range []string{"responses-per-second", "slip-ratio", "window", "requests-per-second", "proven-requests-per-second"} {
+		v, err := cfg.Value(k)
+		if err != nil {
+			v = err.Error()
+		}
+		if k == "proven-requests-per-second" && !provenSet {
+			v += " (the requests-per-second account, shared)"
+		}
+		s = append(s, k+" "+v)
+	}
+	return strings.Join(s, ", ")
+}
+
 func (s *server) shutdown() {
 	s.udp.Shutdown()
 	s.tcp.Shutdown()
@@ -170,10 +218,17 @@ func logDecision(next func(miekgrrl.Decision)) func(miekgrrl.Decision) {
 		if d.ReportOnly && d.Action != rrl.Send {
 			report = " (report only: sent)"
 		}
-		if !d.Limited {
-			log.Printf("%s %s %v %s %q: valid server cookie, not limited", d.Client, transport,
-				d.Tuple.AllowanceCategory, dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName)
-		} else {
+		switch {
+		case d.RequestDropped:
+			q := "no question"
+			if len(d.Request.Question) > 0 {
+				q = fmt.Sprintf("%s %q", dns.TypeToString[d.Request.Question[0].Qtype], d.Request.Question[0].Name)
+			}
+			log.Printf("%s %s request %s: %v%s [%v %v]", d.Client, transport, q, d.Action, report, d.IPReason, d.Cookie)
+		case !d.Limited:
+			log.Printf("%s %s %v %s %q: valid server cookie, response not limited [%v]", d.Client, transport,
+				d.Tuple.AllowanceCategory, dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName, d.IPReason)
+		default:
 			log.Printf("%s %s %v %s %q: %v%s [%v %v %v]", d.Client, transport, d.Tuple.AllowanceCategory,
 				dns.TypeToString[d.Tuple.Type], d.Tuple.SalientName, d.Action, report, d.IPReason, d.RTReason, d.Cookie)
 		}
