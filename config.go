@@ -68,8 +68,8 @@ const (
 	maxRate = 1e6
 )
 
-// maxTableSize bounds max-table-size so that account indexes fit in 32 bits
-// with room to spare.
+// maxTableSize bounds max-table-size so that bucket numbers fit in 32 bits
+// (Event.Account holds one) with room to spare.
 const maxTableSize = 1 << 28
 
 // NewConfig returns a Config with every default set. A default Config limits
