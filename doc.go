@@ -118,7 +118,10 @@
 // accounts by their order of use, this table chooses among the five of a
 // bucket by their balances, so recycling starts as soon as a bucket is
 // full: a table under a spray holds 99% of max-table-size. No step scans
-// the table and nothing is ever copied.
+// the table and nothing is ever copied. A table of at most 320 accounts
+// (one page) is one set of places instead: the account with the most credit
+// in the whole table is recycled, so a small table decides the same in
+// every RRL, whatever the secrets of its hash.
 //
 // Accounts are told apart by their bucket and a 28-bit tag taken from bits
 // of the key that do not choose the bucket, beside their kind. An account

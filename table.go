@@ -26,6 +26,13 @@ import (
 // BIND recycles the least recently used of all accounts, this table
 // recycles among five; it never refuses a new account and never scans.
 //
+// A table of at most one page (320 accounts) is one set: an account may
+// take any place in it, searched in order, and the account with the most
+// credit in the whole table is recycled. A small table then behaves the
+// same in every RRL, whatever the secrets of its hash, so that a replay of
+// captured traffic decides as the server did; its Debits search up to 64
+// buckets, which fit in the processor's first-level cache.
+//
 // The array is allocated in pages of 64 buckets (4 KB, 320 accounts), each
 // on first use, so that a table holding few accounts costs little: an empty
 // table is an array of page pointers, 8 bytes for every 320 accounts of
@@ -58,6 +65,8 @@ func kindOf(id uint32) LimitKind { return LimitKind(id >> 1 & 7) }
 type bucketTable struct {
 	buckets     uint64 // number of buckets
 	base, extra uint64 // bucket i holds base accounts, one more if i < extra
+	sets        uint64 // number of sets: buckets, or 1 in a small table
+	setBuckets  uint64 // buckets in a set: 1, or all of a small table
 	pages       []atomic.Pointer[page]
 
 	sweepMu sync.Mutex
@@ -71,7 +80,10 @@ const pageBuckets = 64
 
 func newBucketTable(size int) *bucketTable {
 	nb := (uint64(size) + slotsPerBucket - 1) / slotsPerBucket
-	t := &bucketTable{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb}
+	t := &bucketTable{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, sets: nb, setBuckets: 1}
+	if nb <= smallBuckets {
+		t.sets, t.setBuckets = 1, nb
+	}
 	t.pages = make([]atomic.Pointer[page], (nb+pageBuckets-1)/pageBuckets)
 	for i := range t.pages {
 		t.pages[i].Store(&noPage)
@@ -79,9 +91,14 @@ func newBucketTable(size int) *bucketTable {
 	return t
 }
 
-// index returns the number of the bucket of the account whose key is key:
-// the key's high half scaled to the number of buckets.
-func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.buckets >> 32 }
+// smallBuckets is the size, in buckets, of the largest table that is one
+// set: a page, 320 accounts.
+const smallBuckets = pageBuckets
+
+// index returns the number of the set of the account whose key is key: the
+// key's high half scaled to the number of sets. In a table larger than a
+// page, set i is bucket i.
+func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.sets >> 32 }
 
 // bucket returns bucket i, allocating its page if it has none yet.
 func (t *bucketTable) bucket(i uint64) *bucket {
@@ -142,7 +159,7 @@ type gone struct {
 	limited bool
 }
 
-// accountID is Event.Account for the account with ident id in bucket i:
+// accountID is Event.Account for the account with ident id in set i:
 // unique among the accounts held at one time.
 func accountID(i uint64, id uint32) uint64 { return i<<32 | uint64(id) }
 
@@ -159,9 +176,14 @@ func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
 // until recycled, and the debits made to it are lost.
 const maxWaits = 100
 
-// find returns the account with ident id in bucket i if the table holds
-// it. It is small enough to be inlined into every Debit.
+// find returns the account with ident id in set i if the table holds it
+// and the set is one bucket (in a small table it returns false, leaving
+// the search to findOrAdd). It is small enough to be inlined into every
+// Debit.
 func (t *bucketTable) find(i uint64, id uint32) (accountRef, bool) {
+	if t.setBuckets != 1 {
+		return accountRef{}, false
+	}
 	b := &t.pages[i/pageBuckets].Load()[i%pageBuckets]
 	for j := range slotsPerBucket { // places past the capacity stay empty
 		if b.ident[j].Load() == id {
@@ -171,38 +193,40 @@ func (t *bucketTable) find(i uint64, id uint32) (accountRef, bool) {
 	return accountRef{}, false
 }
 
-// findOrAdd returns the account with ident id in bucket i, adding it with
+// findOrAdd returns the account with ident id in set i, adding it with
 // full credit at now (see add) if the table does not hold it, and the
 // account whose place it took, if that one was being limited.
 func (t *bucketTable) findOrAdd(i uint64, id uint32, now, credit int64, s *stripe) (accountRef, gone) {
-	b, n := t.bucket(i), t.capacity(i)
+	first, last := i*t.setBuckets, (i+1)*t.setBuckets
 	for waits := 0; ; waits++ {
 		moving := false
-		for j := range n {
-			switch b.ident[j].Load() {
-			case id:
-				return accountRef{b, j, id}, gone{}
-			case id &^ 1:
-				moving = true
+		for k := first; k < last; k++ {
+			b := t.bucket(k)
+			for j := range t.capacity(k) {
+				switch b.ident[j].Load() {
+				case id:
+					return accountRef{b, j, id}, gone{}
+				case id &^ 1:
+					moving = true
+				}
 			}
 		}
 		if moving && waits < maxWaits {
 			runtime.Gosched()
 			continue
 		}
-		if ref, g, ok := t.add(b, i, n, id, now, credit, s); ok {
+		if ref, g, ok := t.add(i, id, now, credit, s); ok {
 			return ref, g
 		}
 	}
 }
 
-// add puts the account with ident id in bucket i (b, holding n accounts),
-// in an empty place or in that of the account with the most credit
-// (victim), with full credit at now. It fails if another Debit changed
-// that place first.
-func (t *bucketTable) add(b *bucket, i uint64, n int, id uint32, now, credit int64, s *stripe) (accountRef, gone, bool) {
-	j, old := victim(b, n, now)
-	if j < 0 {
+// add puts the account with ident id in set i, in the place that victim
+// chooses, with full credit at now. It fails if another Debit changed that
+// place first.
+func (t *bucketTable) add(i uint64, id uint32, now, credit int64, s *stripe) (accountRef, gone, bool) {
+	b, j, old := t.victim(i, now)
+	if b == nil {
 		runtime.Gosched() // let the accounts moving in settle
 		return accountRef{}, gone{}, false
 	}
@@ -231,23 +255,28 @@ func (t *bucketTable) add(b *bucket, i uint64, n int, id uint32, now, credit int
 	return accountRef{b, j, id}, gone{accountID(i, old), kindOf(old), was.limited()}, true
 }
 
-// victim returns the place in b for a new account and the ident it holds:
-// the first empty place, else the account with the earliest tat, which is
-// the one with the most credit or the least debt; -1 if new accounts are
-// moving into every place.
-func victim(b *bucket, n int, now int64) (int, uint32) {
-	j, id, earliest := -1, uint32(0), int64(0)
-	for k := range n {
-		switch v := b.ident[k].Load(); {
-		case v == 0:
-			return k, 0
-		case v&1 == 1: // not moving in
-			if tat := balance(b.balance[k].Load()).tat(now); j < 0 || tat < earliest {
-				j, id, earliest = k, v, tat
+// victim returns the place in set i for a new account and the ident it
+// holds: the first empty place, else that of the account with the
+// earliest tat, which is the one with the most credit or the least debt
+// (the first such); a nil bucket if new accounts are moving into every
+// place.
+func (t *bucketTable) victim(i uint64, now int64) (*bucket, int, uint32) {
+	var vb *bucket
+	vj, vid, earliest := 0, uint32(0), int64(0)
+	for k := i * t.setBuckets; k < (i+1)*t.setBuckets; k++ {
+		b := t.bucket(k)
+		for j := range t.capacity(k) {
+			switch v := b.ident[j].Load(); {
+			case v == 0:
+				return b, j, 0
+			case v&1 == 1: // not moving in
+				if tat := balance(b.balance[j].Load()).tat(now); vb == nil || tat < earliest {
+					vb, vj, vid, earliest = b, j, v, tat
+				}
 			}
 		}
 	}
-	return j, id
+	return vb, vj, vid
 }
 
 // sweepBuckets bounds the buckets that one sweep looks at: 2 MB of table,
@@ -279,7 +308,7 @@ func (t *bucketTable) sweep(now, before int64, max uint64, ended []gone) []gone 
 				continue // empty or moving in
 			}
 			if ref.quiet(now, before) {
-				ended = append(ended, gone{accountID(i, ref.id), kindOf(ref.id), true})
+				ended = append(ended, gone{accountID(i/t.setBuckets, ref.id), kindOf(ref.id), true})
 			}
 		}
 	}

@@ -313,8 +313,9 @@ func TestBalanceCharge(t *testing.T) {
 }
 
 // model is a bucketTable's behaviour for one goroutine, written plainly:
-// a list of accounts per bucket, the first empty place taken, else that of
-// the account with the earliest tat (the first such).
+// a list of accounts per set (a bucket, or the whole of a small table), the
+// first empty place taken, else that of the account with the earliest tat
+// (the first such).
 type model struct {
 	buckets [][]modelAccount
 	held    int
@@ -333,9 +334,20 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 	t.Helper()
 	tb := newBucketTable(size)
 	st := &stripe{}
-	m := model{buckets: make([][]modelAccount, tb.buckets)}
-	for i := range m.buckets {
-		m.buckets[i] = make([]modelAccount, tb.capacity(uint64(i)))
+	// The model's sets list their places in order: the buckets of the set
+	// one after the other.
+	m := model{buckets: make([][]modelAccount, tb.sets)}
+	type place struct {
+		b *bucket
+		j int
+	}
+	places := make([][]place, tb.sets)
+	for k := range tb.buckets {
+		set := k / tb.setBuckets
+		for j := range tb.capacity(k) {
+			m.buckets[set] = append(m.buckets[set], modelAccount{})
+			places[set] = append(places[set], place{tb.bucket(k), j})
+		}
 	}
 	l := limit{interval: int64(time.Second) / 3, credit: int64(time.Second), debt: 15 * int64(time.Second)}
 	now := int64(0)
@@ -386,7 +398,7 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 		}
 		b[j].tat = min(max(b[j].tat, now-l.credit)+l.interval, now+l.debt)
 
-		if ref.b != tb.bucket(i) || ref.i != j || w.tat(now) != b[j].tat {
+		if ref.b != places[i][j].b || ref.i != places[i][j].j || w.tat(now) != b[j].tat {
 			t.Fatalf("op %d (key %#x): place %d, tat %d; the model has place %d, tat %d", n, key, ref.i, w.tat(now), j, b[j].tat)
 		}
 	}
@@ -397,7 +409,7 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 
 func TestBucketTableModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, size := range []int{1, 3, 5, 7, 64, 1000} {
+	for _, size := range []int{1, 3, 5, 7, 64, 320, 321, 1000} {
 		var keys []uint64
 		pool := make([]uint64, 3*size+2)
 		for i := range pool {
@@ -429,7 +441,7 @@ func FuzzBucketTable(f *testing.F) {
 		for _, s := range steps {
 			st = append(st, int64(s)*int64(time.Second)/50)
 		}
-		checkAgainstModel(t, int(size), keys, st)
+		checkAgainstModel(t, 8*int(size), keys, st) // small tables and larger ones
 	})
 }
 
