@@ -129,8 +129,10 @@
 // chance of at most 5 in 2^28 (1 in 54 million); filling a table of the
 // default size with 100,000 distinct accounts merges two of them with a
 // chance of about 1 in 1,300, and a table of 1,000 accounts about 1 in
-// 130,000. Two merged accounts share one balance until one of them is
-// recycled. Sources and names cannot be chosen to collide, since the hash
+// 130,000. A table of at most 320 accounts is one set, so a new account
+// there is compared with all of them: filling a table of 320 merges two
+// with a chance of about 1 in 5,300, one of 50 about 1 in 220,000. Two
+// merged accounts share one balance until one of them is recycled. Sources and names cannot be chosen to collide, since the hash
 // is keyed by secrets drawn for each RRL.
 //
 // # Concurrency
