@@ -6,7 +6,6 @@ package rrl
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -124,7 +123,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if reqAct == core.Drop {
 		h.stats.requestRefused(server, zone, proven || !udp)
 		if !h.reportOnly {
-			h.abort(w, server)
+			abort(w, server, udp)
 			return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
 		}
 	}
@@ -207,9 +206,11 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 // abort ends a stream connection whose request was refused, so that it
 // holds no server resources waiting for an answer that will not come.
 // Only plain DNS over TCP is closed; the other transports are left to time
-// out, as their servers own their connections.
-func (h *RRL) abort(w dns.ResponseWriter, server string) {
-	if _, tcp := w.RemoteAddr().(*net.TCPAddr); tcp && (server == "" || strings.HasPrefix(server, transportDNS)) {
+// out, as their servers own their connections. udp is the query's
+// transport as transport reads it: on a plain DNS server anything but UDP
+// is TCP, whatever type its address has (the proxyproto plugin wraps it).
+func abort(w dns.ResponseWriter, server string, udp bool) {
+	if !udp && (server == "" || strings.HasPrefix(server, transportDNS)) {
 		w.Close()
 	}
 }

@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metadata"
+	"github.com/coredns/coredns/plugin/pkg/proxyproto"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -580,6 +583,63 @@ func TestCookieExemptReasons(t *testing.T) {
 		act, got, rtr := h.account("", 0, client, true, true, r, resp, miekgrrl.CookieValid, "", ipr)
 		if act != core.Send || got != core.IPOk || rtr != core.RTNotReached {
 			t.Fatalf("cookie-exempt response: %v %v %v, want Send IPOk RTNotReached", act, got, rtr)
+		}
+	}
+}
+
+// closeRecorder is a capture that notes whether the plugin closed the
+// connection, with the client address given.
+type closeRecorder struct {
+	capture
+	remote net.Addr
+	closed bool
+}
+
+func (c *closeRecorder) RemoteAddr() net.Addr { return c.remote }
+func (c *closeRecorder) Close() error         { c.closed = true; return nil }
+
+// TestRefusedRequestCloses: a request over its limit closes a plain DNS TCP
+// connection, also when the proxyproto plugin wraps the client's address;
+// over UDP, over DNS over TLS and in report-only mode nothing is closed.
+func TestRefusedRequestCloses(t *testing.T) {
+	tcp := &net.TCPAddr{IP: net.ParseIP("127.0.1.1"), Port: 40000}
+	udp := &net.UDPAddr{IP: net.ParseIP("127.0.1.1"), Port: 40000}
+	proxied := proxyproto.NewAddr(&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 40000}, &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 40000}, nil)
+	cases := []struct {
+		name, server string
+		remote       net.Addr
+		report       bool
+		wantClosed   bool
+	}{
+		{"plain TCP", "dns://127.0.0.1:53", tcp, false, true},
+		{"TCP, server unknown", "", tcp, false, true},
+		{"TCP through proxyproto", "dns://127.0.0.1:53", proxied, false, true},
+		{"UDP", "dns://127.0.0.1:53", udp, false, false},
+		{"DNS over TLS", "tls://127.0.0.1:853", tcp, false, false},
+		{"TCP, report-only", "dns://127.0.0.1:53", tcp, true, false},
+	}
+	for _, c := range cases {
+		block := "{\n requests-per-second 1\n}"
+		if c.report {
+			block = "{\n requests-per-second 1\n report-only\n}"
+		}
+		h := testHandler(t, block, zoneNext, newClock())
+		ctx := context.Background()
+		if c.server != "" {
+			ctx = context.WithValue(ctx, dnsserver.Key{}, &dnsserver.Server{Addr: c.server})
+		}
+		var w *closeRecorder
+		for range 3 { // the burst is 1: the second and third are refused
+			w = &closeRecorder{remote: c.remote}
+			if _, err := h.ServeDNS(ctx, w, query("www.example.org.", dns.TypeA)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w.closed != c.wantClosed {
+			t.Errorf("%s: closed %v, want %v", c.name, w.closed, c.wantClosed)
+		}
+		if wantSent := c.report; (len(w.msgs) == 1) != wantSent {
+			t.Errorf("%s: %d messages written to a refused request, want %d", c.name, len(w.msgs), map[bool]int{true: 1}[wantSent])
 		}
 	}
 }
