@@ -587,6 +587,50 @@ func TestCookieExemptReasons(t *testing.T) {
 	}
 }
 
+// TestValidCookieHeldToProvenAllowance: through ServeDNS, with the clock
+// standing still, a client presenting a valid server cookie is held to
+// proven-requests-per-second (5: the first five are answered, the rest get
+// nothing, neither TC nor BADCOOKIE, and never reach the next plugin), and
+// is exempt from responses-per-second and all-per-second (1 each). The
+// refused ones count as proven in requests_exceeded_total, the answered
+// ones in cookie_exempt_total. Clients of the network without a cookie
+// keep their own, smaller request account.
+func TestValidCookieHeldToProvenAllowance(t *testing.T) {
+	calls := 0
+	next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		calls++
+		return zoneNext(ctx, w, r)
+	})
+	h := testHandler(t, "{\n responses-per-second 1\n all-per-second 1\n requests-per-second 2\n proven-requests-per-second 5\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", next, newClock())
+	const zone = "example.org."
+	_, m := ask(t, h, "127.0.8.1", false, withCookie(query("www.example.org.", dns.TypeA), "0102030405060708"))
+	full := cookieOf(m)
+	if len(full) != 48 {
+		t.Fatalf("no server cookie in %v", m)
+	}
+	calls = 0
+	refused := testutil.ToFloat64(requestsExceeded.WithLabelValues("", zone, "proven"))
+	exempt := testutil.ToFloat64(cookieExemptTotal.WithLabelValues("", zone))
+
+	got := tally(t, h, "127.0.8.1", false, 20, func(int) *dns.Msg { return withCookie(query("www.example.org.", dns.TypeA), full) })
+	if got[sent] != 5 || got[dropped] != 15 || calls != 5 {
+		t.Errorf("valid cookie, 20 queries: %v, next called %d times; want 5 sent (the proven allowance, over the response limits of 1), 15 refused before next", got, calls)
+	}
+	if d := testutil.ToFloat64(requestsExceeded.WithLabelValues("", zone, "proven")) - refused; d != 15 {
+		t.Errorf("requests_exceeded_total{source=proven} rose by %v, want 15", d)
+	}
+	if d := testutil.ToFloat64(cookieExemptTotal.WithLabelValues("", zone)) - exempt; d != 5 {
+		t.Errorf("cookie_exempt_total rose by %v, want 5", d)
+	}
+	// The unproven account of the network had one request (the one that
+	// fetched the cookie): one more passes it, then requests are refused.
+	calls = 0
+	got = tally(t, h, "127.0.8.1", false, 4, func(i int) *dns.Msg { return query("n"+itoa(i)+".example.org.", dns.TypeA) })
+	if calls != 1 || got[sent] > 1 {
+		t.Errorf("no cookie, same network: %v, next called %d times; want one request past requests-per-second 2", got, calls)
+	}
+}
+
 // closeRecorder is a capture that notes whether the plugin closed the
 // connection, with the client address given.
 type closeRecorder struct {
