@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-packages=(./... ./miekgrrl/... ./coredns/...)
+packages=(./... ./miekgrrl/... ./coredns/... ./replay/...)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

@@ -373,7 +373,8 @@ func TestIntegrationCookieExempt(t *testing.T) {
 	if res.answered != 40 {
 		t.Errorf("client with a valid server cookie: %v; want all answered", res)
 	}
-	if d := metricValue(t, scrape(t), exempt) - before; d != 40 {
+	page := scrapeUntil(t, func(page string) bool { return metricValue(t, page, exempt)-before >= 40 })
+	if d := metricValue(t, page, exempt) - before; d != 40 {
 		t.Errorf("cookie_exempt_total +%v, want +40", d)
 	}
 	// Without it the same network is limited, and told BADCOOKIE when it
@@ -446,8 +447,12 @@ func TestIntegrationMetrics(t *testing.T) {
 	exceeded := series("coredns_rrl_responses_exceeded_total", `category="answer",`)
 	before := scrape(t)
 	res := burst(t, "127.0.10.1", repeat(20, func(int) *dns.Msg { return q("www.example.test.", dns.TypeA) }))
-	page := scrape(t)
+	var page string
 	delta := func(s string) float64 { return metricValue(t, page, s) - metricValue(t, before, s) }
+	page = scrapeUntil(t, func(p string) bool {
+		page = p
+		return delta(answer("send"))+delta(answer("slip"))+delta(answer("drop")) >= 20
+	})
 	send, slip, drop := delta(answer("send")), delta(answer("slip")), delta(answer("drop"))
 	t.Logf("burst %v; metrics: send +%v, slip +%v, drop +%v", res, send, slip, drop)
 	if send+slip+drop != 20 {
@@ -509,6 +514,21 @@ func scrape(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// scrapeUntil scrapes the metrics until done says the page holds what the
+// test waits for, and returns the last page. A reply reaches the client
+// just before the plugin counts it, so a scrape right after the last reply
+// may miss it; the wait is bounded (a second), and the caller then asserts
+// on what it got.
+func scrapeUntil(t *testing.T, done func(page string) bool) string {
+	t.Helper()
+	page := scrape(t)
+	for i := 0; i < 100 && !done(page); i++ {
+		time.Sleep(10 * time.Millisecond)
+		page = scrape(t)
+	}
+	return page
 }
 
 // metricValue returns the value of the first series that starts with prefix.

@@ -71,7 +71,7 @@
 //
 // It charges each request as it arrives (rrl.RRL.DebitRequest), before the
 // handler runs. A request over its request limit never reaches the handler:
-// over UDP nothing is sent, and a TCP connection is closed. The request
+// over UDP nothing is sent, and a connection (TCP, TLS) is closed. The request
 // limits are requests-per-second, for every request of a client network,
 // and proven-requests-per-second, for the requests of proven sources (over
 // TCP, or over UDP with a valid server cookie): once set, it gives them an

@@ -63,7 +63,7 @@ type Decision struct {
 	// RequestDropped is set when the request limit (requests-per-second,
 	// or proven-requests-per-second for a proven source) refused the
 	// request as it arrived: the handler was not called, nothing was sent
-	// over UDP and a TCP connection was closed (in report-only mode the
+	// over UDP and a connection (TCP, TLS) was closed (in report-only mode the
 	// request was served all the same, and its response not debited).
 	// Action is then Drop, IPReason IPRateLimit, RTReason RTNotReached;
 	// Response is nil and Tuple zero.
@@ -94,9 +94,9 @@ type Decision struct {
 // charges each request as it arrives (rrl.RRL.DebitRequest), before next is
 // called: a request over its request limit (requests-per-second, or
 // proven-requests-per-second for a request over TCP or with a valid server
-// cookie) never reaches next; over UDP nothing is sent, and a TCP
-// connection (DNS over TCP or TLS, whose RemoteAddr is a *net.TCPAddr) is
-// closed. Then it captures the response next writes, classifies it with
+// cookie) never reaches next; over UDP nothing is sent, and a connection
+// (DNS over TCP or TLS, or any other transport that is not UDP, as
+// rrl.Source reads the RemoteAddr) is closed. Then it captures the response next writes, classifies it with
 // Tuple, debits it (rrl.RRL.DebitResponse), and sends it, drops it or sends
 // SlipReply in its place. The core never limits TCP responses (RTNotUDP). A
 // handler that writes nothing gets nothing written for it. With
@@ -384,10 +384,25 @@ func (s *state) admit() bool {
 		s.action = rrl.Send
 		return true
 	}
-	if _, stream := s.remote.(*net.TCPAddr); stream {
+	if s.onStream() {
 		s.rw.Close() // nothing will be written: free the connection now
 	}
 	return false
+}
+
+// onStream reports whether the request came on a connection, which a
+// refused request closes: TCP and TLS (a *net.TCPAddr, even one without a
+// usable IP, which the core reads as UDP), a stream over a Unix socket
+// (which has no IP either), and any other transport the core does not read
+// as UDP.
+func (s *state) onStream() bool {
+	switch a := s.remote.(type) {
+	case *net.TCPAddr:
+		return true
+	case *net.UnixAddr:
+		return a != nil && a.Net == "unix"
+	}
+	return !s.udp
 }
 
 func (s *state) writeMsg(m *dns.Msg) error {

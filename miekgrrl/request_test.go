@@ -2,6 +2,7 @@ package miekgrrl
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -347,5 +348,70 @@ func TestMiddlewareValidCookieCountsForQPSScale(t *testing.T) {
 	// qps-scale, and the other client's 8 would all be within its 10.
 	if limited == 0 {
 		t.Error("the other client was never limited: the proven requests did not count for qps-scale")
+	}
+}
+
+// A refused request closes its connection whatever the stream's address:
+// a stream over a Unix socket and a *net.TCPAddr without an IP have no
+// address the core can read (it counts them as 0.0.0.0 over UDP), yet
+// both are connections.
+// Nothing is written, so a connection left open would keep its client
+// waiting for an answer that never comes.
+func TestMiddlewareRequestLimitClosesEveryStream(t *testing.T) {
+	for _, remote := range []net.Addr{
+		&net.UnixAddr{Name: "@dns", Net: "unix"},
+		&net.TCPAddr{Port: 5353},
+	} {
+		lim := newLimiter(t, newTestClock(), "requests-per-second", "1")
+		h := Middleware(lim, answerHandler, Options{})
+		for i := range 2 {
+			w := &fakeWriter{remote: remote}
+			h.ServeDNS(w, query("www.example.org."))
+			if refused := i == 1; w.wrote() == 0 != refused || (w.closed == 1) != refused {
+				t.Errorf("%s request %d: wrote %d, closed %d", remote.Network(), i, w.wrote(), w.closed)
+			}
+		}
+	}
+	// A datagram is never closed: its listener serves every client.
+	for _, remote := range []net.Addr{
+		&net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353},
+		&net.UnixAddr{Name: "@dns", Net: "unixgram"},
+	} {
+		lim := newLimiter(t, newTestClock(), "requests-per-second", "1")
+		h := Middleware(lim, answerHandler, Options{})
+		w := &fakeWriter{remote: remote}
+		h.ServeDNS(w, query("www.example.org."))
+		h.ServeDNS(w, query("www.example.org."))
+		if w.wrote() != 1 || w.closed != 0 {
+			t.Errorf("%s: wrote %d, closed %d", remote.Network(), w.wrote(), w.closed)
+		}
+	}
+}
+
+// A request refused by its request limit allocates nothing, over UDP or
+// TCP, with a valid cookie or none, with a hook or without: the writer the
+// handler would get is never made, and nothing is written.
+func TestMiddlewareRefusedAllocatesNothing(t *testing.T) {
+	clock := newTestClock()
+	cookies := NewCookies([16]byte{3})
+	valid := cookieQuery("www.example.org.", issuedCookie(cookies, netip.MustParseAddr("192.0.2.1"), clock.now()))
+	for _, tc := range []struct {
+		name string
+		w    *fakeWriter
+		req  *dns.Msg
+		opts Options
+	}{
+		{"udp", udpFrom("192.0.2.1"), query("www.example.org."), Options{}},
+		{"udp, hook", udpFrom("192.0.2.1"), query("www.example.org."), Options{OnDecision: func(Decision) {}}},
+		{"tcp, hook", tcpFrom("192.0.2.1"), query("www.example.org."), Options{OnDecision: func(Decision) {}}},
+		{"valid cookie, hook", udpFrom("192.0.2.1"), valid, Options{Cookies: cookies, Now: clock.now, OnDecision: func(Decision) {}}},
+	} {
+		lim := newLimiter(t, clock, "requests-per-second", "1")
+		h := Middleware(lim, answerHandler, tc.opts)
+		h.ServeDNS(tc.w, tc.req) // the allowance
+		n := testing.AllocsPerRun(100, func() { h.ServeDNS(tc.w, tc.req) })
+		if tc.w.wrote() != 1 || n != 0 {
+			t.Errorf("%s: %d written, %v allocations per refused request, want 1 and 0", tc.name, tc.w.wrote(), n)
+		}
 	}
 }

@@ -65,11 +65,13 @@ func main() {
 func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("rrl-example-server", flag.ContinueOnError)
 	port := fs.Int("port", 5300, "port to listen on, UDP and TCP, at 127.0.0.1")
-	rate := fs.Float64("rate", 5, "responses-per-second allowed to each client network")
-	slip := fs.Int("slip", 2, "slip-ratio: 1 in this many limited responses is slipped (0: none)")
-	window := fs.Int("window", 15, "window in seconds")
-	requests := fs.Float64("requests", 0, "requests-per-second allowed to each client network (0: no limit)")
-	proven := fs.Float64("proven-requests", -1, "proven-requests-per-second: requests over TCP or with a valid server cookie (default: -requests)")
+	// The limiter's settings are passed to it as written, so that they
+	// follow its one value grammar and a bad one gets its error.
+	rate := fs.String("rate", "5", "responses-per-second allowed to each client network")
+	slip := fs.String("slip", "2", "slip-ratio: 1 in this many limited responses is slipped (0: none)")
+	window := fs.String("window", "15", "window in seconds")
+	requests := fs.String("requests", "0", "requests-per-second allowed to each client network (0: no limit)")
+	proven := fs.String("proven-requests", "", "proven-requests-per-second: requests over TCP or with a valid server cookie (default: -requests)")
 	secret := fs.String("secret", "", "cookie secret, 32 hex digits (default: random)")
 	reportOnly := fs.Bool("report-only", false, "send every response; only log what would be limited")
 	verbose := fs.Bool("v", false, "log every decision")
@@ -78,15 +80,16 @@ func parseFlags(args []string) (options, error) {
 	}
 	o := options{
 		addr:       net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)),
-		rate:       decimal(*rate),
-		slip:       strconv.Itoa(*slip),
-		window:     strconv.Itoa(*window),
-		requests:   decimal(*requests),
+		rate:       *rate,
+		slip:       *slip,
+		window:     *window,
+		requests:   *requests,
+		proven:     *proven,
 		reportOnly: *reportOnly,
 		verbose:    *verbose,
 	}
-	if *proven >= 0 {
-		o.proven = decimal(*proven)
+	if _, err := o.config(); err != nil {
+		return o, err
 	}
 	if *secret == "" {
 		rand.Read(o.secret[:])
@@ -100,8 +103,25 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
-// decimal writes a rate as the limiter reads it: plain decimal notation.
-func decimal(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+// config returns the limiter's Config for o, or the limiter's error for
+// the first setting it refuses.
+func (o options) config() (*rrl.Config, error) {
+	cfg := rrl.NewConfig()
+	settings := [][2]string{{"responses-per-second", o.rate}, {"slip-ratio", o.slip}, {"window", o.window},
+		{"requests-per-second", o.requests}, {"proven-requests-per-second", o.proven}}
+	for _, kv := range settings {
+		if kv[1] == "" {
+			continue // left at its default
+		}
+		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	if o.now != nil {
+		cfg.SetNowFunc(o.now)
+	}
+	return cfg, nil
+}
 
 // server is a running example server.
 type server struct {
@@ -128,24 +148,11 @@ func start(o options) (*server, error) {
 		return nil, err
 	}
 
-	cfg := rrl.NewConfig()
-	settings := [][2]string{{"responses-per-second", o.rate}, {"slip-ratio", o.slip}, {"window", o.window},
-		{"requests-per-second", o.requests}}
-	if o.proven != "" {
-		settings = append(settings, [2]string{"proven-requests-per-second", o.proven})
+	cfg, err := o.config()
+	if err != nil {
+		return nil, err
 	}
-	for _, kv := range settings {
-		if kv[1] == "" {
-			continue // left at its default
-		}
-		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
-			return nil, err
-		}
-	}
-	if o.now != nil {
-		cfg.SetNowFunc(o.now)
-	}
-	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg)}
+	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg, o.proven != "")}
 	opts := miekgrrl.Options{ReportOnly: o.reportOnly, Cookies: s.cookies, OnDecision: o.onDecision}
 	if o.verbose {
 		opts.OnDecision = logDecision(o.onDecision)
@@ -177,13 +184,18 @@ func start(o options) (*server, error) {
 }
 
 // flagSettings lists the settings of cfg that the flags set, read back
-// from cfg: a default shows as the value it takes.
-func flagSettings(cfg *rrl.Config) string {
+// from cfg: a default shows as the value it takes. provenSet says whether
+// proven-requests-per-second was set: until it is, proven requests share
+// the unproven ones' account, which the value alone does not show.
+func flagSettings(cfg *rrl.Config, provenSet bool) string {
 	var s []string
 	for _, k := range []string{"responses-per-second", "slip-ratio", "window", "requests-per-second", "proven-requests-per-second"} {
 		v, err := cfg.Value(k)
 		if err != nil {
 			v = err.Error()
+		}
+		if k == "proven-requests-per-second" && !provenSet {
+			v += " (the requests-per-second account, shared)"
 		}
 		s = append(s, k+" "+v)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/dnsrrl/rrl"
@@ -98,19 +99,46 @@ func TestParseFlags(t *testing.T) {
 	if o, _ := parseFlags(nil); o.addr != "127.0.0.1:5300" || o.secret == [16]byte{} || o.requests != "0" || o.proven != "" {
 		t.Errorf("defaults %+v", o)
 	}
-	o, err = parseFlags([]string{"-rate", "0.0000001", "-requests", "20", "-proven-requests", "100"})
-	if err != nil || o.rate != "0.0000001" || o.requests != "20" || o.proven != "100" {
-		t.Errorf("rates %+v %v: want plain decimals", o, err)
+	o, err = parseFlags([]string{"-rate", "0.5", "-requests", "20", "-proven-requests", "100"})
+	if err != nil || o.rate != "0.5" || o.requests != "20" || o.proven != "100" {
+		t.Errorf("rates %+v %v", o, err)
+	}
+}
+
+// The limiter's settings go to it as written: what its grammar refuses
+// (exponents, signs, a negative or not-a-number proven allowance, which
+// must not quietly mean "the default") is refused with its error, which
+// names the keyword.
+func TestParseFlagsOneGrammar(t *testing.T) {
+	for _, tc := range []struct{ flag, value, keyword string }{
+		{"-rate", "1e3", "responses-per-second"},
+		{"-rate", "0.0000001", "responses-per-second"},
+		{"-requests", "+5", "requests-per-second"},
+		{"-proven-requests", "-5", "proven-requests-per-second"},
+		{"-proven-requests", "NaN", "proven-requests-per-second"},
+		{"-slip", "0x2", "slip-ratio"},
+		{"-window", " 15", "window"},
+	} {
+		_, err := parseFlags([]string{tc.flag, tc.value})
+		if err == nil || !strings.Contains(err.Error(), tc.keyword) {
+			t.Errorf("%s %q: error %v, want one naming %s", tc.flag, tc.value, err, tc.keyword)
+		}
 	}
 }
 
 // The settings logged at start are the limiter's: proven-requests-per-second
-// shows the requests-per-second it defaults to.
+// shows the requests-per-second it defaults to, and that it shares its
+// account until it is set.
 func TestSettingsReadBack(t *testing.T) {
 	s, _, _ := startTestServer(t, func(o *options) { o.requests = "2" })
-	want := "responses-per-second 1, slip-ratio 1, window 15, requests-per-second 2, proven-requests-per-second 2"
+	want := "responses-per-second 1, slip-ratio 1, window 15, requests-per-second 2, proven-requests-per-second 2 (the requests-per-second account, shared)"
 	if s.settings != want {
 		t.Errorf("settings %q, want %q", s.settings, want)
+	}
+	s, _, _ = startTestServer(t, func(o *options) { o.requests, o.proven = "2", "2" })
+	want = "responses-per-second 1, slip-ratio 1, window 15, requests-per-second 2, proven-requests-per-second 2"
+	if s.settings != want {
+		t.Errorf("proven set: settings %q, want %q", s.settings, want)
 	}
 }
 

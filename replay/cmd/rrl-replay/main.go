@@ -1,0 +1,304 @@
+// Command rrl-replay replays captured DNS traffic (pcap, pcapng or dnstap
+// files, or a live dnstap socket) through the rate limiter with the given
+// settings, and reports which clients would have been limited, when, and
+// how much of a reflection would have been cut. See the module's README.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/replay"
+)
+
+const usage = `usage: rrl-replay [flags] CAPTURE...
+       rrl-replay [flags] -listen unix:/path/to/socket | tcp:127.0.0.1:PORT
+
+Replays DNS traffic through the response rate limiter, with the capture's
+own timestamps as the clock, and reports what the settings would have
+done: responses sent, slipped and dropped per category, the most limited
+client networks and responses, and the bytes a reflection would have lost.
+
+CAPTURE is a pcap, pcapng or dnstap (frame streams) file, possibly
+gzipped, or - for the standard input; several are replayed in order, as
+one stream. Ctrl-C stops and reports what was read. With -listen,
+rrl-replay reads the dnstap that a running server writes (CoreDNS:
+"dnstap unix:///path full") until interrupted or -duration has passed,
+then reports.
+
+Example:
+  rrl-replay -set responses-per-second=5 -sweep slip-ratio=1,2,3 capture.pcap
+
+Queries are charged as the servers charge them, when they arrive; their
+responses unless the query carried a valid server cookie. A server cookie
+is assumed valid unless -cookie-secret is given to check it.
+
+Settings (-set, -sweep) take the core's keywords:
+  %s
+
+Flags:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ", ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+type cli struct {
+	sets       multiFlag
+	corefile   string
+	sweep      string
+	jsonOut    bool
+	htmlFile   string
+	top        int
+	serverPort uint
+	zones      string
+	secret     string
+	listen     string
+	duration   time.Duration
+	quiet      bool
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	var c cli
+	fs := flag.NewFlagSet("rrl-replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, usage, wrap(strings.Join(rrl.Keywords(), ", "), 72, "\n  "))
+		fs.PrintDefaults()
+	}
+	fs.Var(&c.sets, "set", "a setting as `keyword=value`, such as responses-per-second=5 (repeatable)")
+	fs.StringVar(&c.corefile, "corefile", "", "take the settings and zones from the first rrl block of this Corefile")
+	fs.StringVar(&c.sweep, "sweep", "", "replay once per value of a setting, `keyword=v1,v2,...`, and compare")
+	fs.BoolVar(&c.jsonOut, "json", false, "write the report as JSON (an array of reports with -sweep)")
+	fs.StringVar(&c.htmlFile, "html", "", "also write the report with charts as a self-contained HTML `file`")
+	fs.IntVar(&c.top, "top", 10, "list this many of the most limited networks and responses (-1: all)")
+	fs.UintVar(&c.serverPort, "server-port", 53, "the server's `port` in packet captures, which tells queries from responses")
+	fs.StringVar(&c.zones, "zones", "", "limit only queries for names in these comma-separated `zones` (default: the Corefile's, else all)")
+	fs.StringVar(&c.secret, "cookie-secret", "", "validate server cookies with this `hex` secret (32 hex digits; a second after a comma is the previous one)")
+	fs.StringVar(&c.listen, "listen", "", "read dnstap from this `socket`, unix:/path or tcp:host:port, instead of files")
+	fs.DurationVar(&c.duration, "duration", 0, "with -listen, stop and report after this long (default: at Ctrl-C)")
+	fs.BoolVar(&c.quiet, "q", false, "no progress line on stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	files := fs.Args()
+	if (len(files) == 0) == (c.listen == "") {
+		fmt.Fprintln(stderr, "rrl-replay: give capture files or -listen, not both or neither (-h for help)")
+		return 2
+	}
+	opts, err := c.options()
+	if err != nil {
+		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
+		return 2
+	}
+	r, err := replay.New(opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
+		return 2
+	}
+	stopProgress := progress(r, stderr, c.quiet)
+	err = c.replay(r, files, stderr)
+	stopProgress()
+	if err != nil {
+		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
+		return 1
+	}
+	return c.write(r.Reports(), stdout, stderr)
+}
+
+// options turns the flags into replay options.
+func (c *cli) options() (replay.Options, error) {
+	opts := replay.Options{ServerPort: uint16(c.serverPort), Top: c.top}
+	if c.serverPort == 0 || c.serverPort > 65535 {
+		return opts, fmt.Errorf("-server-port %d: want 1 to 65535", c.serverPort)
+	}
+	if c.top == 0 || c.top < -1 {
+		return opts, fmt.Errorf("-top %d: want a number of entries, or -1 for all", c.top)
+	}
+	if c.corefile != "" {
+		f, err := os.Open(c.corefile)
+		if err != nil {
+			return opts, err
+		}
+		cf, err := replay.ParseCorefile(c.corefile, f)
+		f.Close()
+		if err != nil {
+			return opts, err
+		}
+		opts.Settings, opts.Zones, opts.CookieSecrets = cf.Settings, cf.Zones, cf.CookieSecrets
+	}
+	for _, s := range c.sets {
+		set, err := replay.ParseSetting(s)
+		if err != nil {
+			return opts, fmt.Errorf("-set %v", err)
+		}
+		opts.Settings = append(opts.Settings, set)
+	}
+	if c.sweep != "" {
+		sw, err := replay.ParseSweep(c.sweep)
+		if err != nil {
+			return opts, fmt.Errorf("-sweep %v", err)
+		}
+		opts.Sweep = sw
+	}
+	if c.zones != "" {
+		opts.Zones = strings.Split(c.zones, ",")
+	}
+	if c.secret != "" {
+		opts.CookieSecrets = nil
+		for _, h := range strings.Split(c.secret, ",") {
+			s, err := replay.ParseSecret(strings.TrimSpace(h))
+			if err != nil {
+				return opts, fmt.Errorf("-cookie-secret: %v", err)
+			}
+			opts.CookieSecrets = append(opts.CookieSecrets, s)
+		}
+		if len(opts.CookieSecrets) > 2 {
+			return opts, errors.New("-cookie-secret: at most two secrets, the current and the previous")
+		}
+	}
+	return opts, nil
+}
+
+// replay reads the files, or the socket, until they end or the user
+// interrupts (Ctrl-C or SIGTERM): what was read is then reported.
+func (c *cli) replay(r *replay.Replay, files []string, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if c.listen != "" {
+		l, err := replay.ListenOn(c.listen)
+		if err != nil {
+			return err
+		}
+		if c.duration > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, c.duration)
+			defer cancel()
+		}
+		return r.Listen(ctx, l)
+	}
+	done, watched := make(chan struct{}), make(chan struct{})
+	defer func() { close(done); <-watched }() // before stop cancels ctx
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(stderr, "rrl-replay: interrupted; reporting what was read")
+			r.Stop()
+			os.Stdin.Close() // a read from a pipe that is not writing ends now
+		case <-done:
+		}
+	}()
+	for _, f := range files {
+		if err := r.ReadFile(f); err != nil {
+			if ctx.Err() != nil {
+				return nil // the input closed under the read
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *cli) write(reports []*replay.Report, stdout, stderr io.Writer) int {
+	if c.htmlFile != "" {
+		f, err := os.Create(c.htmlFile)
+		if err == nil {
+			err = replay.WriteHTML(f, reports)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
+			return 1
+		}
+	}
+	var err error
+	if c.jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if c.sweep != "" {
+			err = enc.Encode(reports)
+		} else {
+			err = enc.Encode(reports[0])
+		}
+	} else {
+		err = replay.WriteText(stdout, reports)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// progress writes a progress line to stderr every second while the replay
+// runs, when stderr is a terminal and -q is not given. It returns the
+// function that stops it and clears the line.
+func progress(r *replay.Replay, stderr io.Writer, quiet bool) func() {
+	f, ok := stderr.(*os.File)
+	if quiet || !ok || !isTerminal(f) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		start := time.Now()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(f, "\r\033[K")
+				return
+			case <-t.C:
+				p, m := r.Stats()
+				secs := time.Since(start).Seconds()
+				fmt.Fprintf(f, "\r\033[Kread %d packets, %d DNS messages (%.0f packets/s)", p, m, float64(p)/secs)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// wrap breaks s at spaces into lines of at most width bytes, joined by sep.
+func wrap(s string, width int, sep string) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines, line = append(lines, line), ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), sep)
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const sample = "../../testdata/sample.pcap"
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestHelp(t *testing.T) {
+	code, _, stderr := runCLI(t, "-h")
+	if code != 0 || !strings.HasPrefix(stderr, "usage: rrl-replay") || !strings.Contains(stderr, "responses-per-second") || !strings.Contains(stderr, "-sweep") {
+		t.Errorf("-h: exit %d, %q", code, stderr)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "give capture files or -listen"},
+		{[]string{"-set", "responses-per-second=fast", sample}, 2, `-set rrl: responses-per-second "fast"`},
+		{[]string{"-set", "responses-per-second", sample}, 2, `want keyword=value`},
+		{[]string{"-sweep", "window=1,0", sample}, 2, `-sweep rrl: window "0"`},
+		{[]string{"-cookie-secret", "abc", sample}, 2, "-cookie-secret: want exactly 32 hex digits"},
+		{[]string{"-top", "0", sample}, 2, "-top 0"},
+		{[]string{"-corefile", "nonexistent.Corefile", sample}, 2, "nonexistent.Corefile"},
+		{[]string{"main.go"}, 1, "rrl-replay: main.go: not a pcap, pcapng or dnstap file\n"},
+		{[]string{"-listen", "udp:1.2.3.4:5"}, 1, "want unix:/path/to/socket or tcp:127.0.0.1:PORT"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, %q; want exit %d and one line with %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+}
+
+// The JSON report has the fields scripts rely on.
+func TestJSON(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "-json", "-set", "responses-per-second=5", sample)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		Responses, Sent, Slipped, Dropped, RequestsDropped *int64
+		Categories                                         map[string]struct{ Sent, Slipped, Dropped *int64 }
+		Limited                                            []struct {
+			Network, Category, Name, Type string
+			Sent, Slipped, Dropped        *int64
+			First, Last                   string
+		}
+		Bytes   struct{ Captured, Sent *int64 }
+		Skipped map[string]int64
+	}
+	dec := json.NewDecoder(strings.NewReader(strings.ReplaceAll(stdout, `"requests_dropped"`, `"requestsdropped"`)))
+	if err := dec.Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Responses == nil || r.Sent == nil || r.Slipped == nil || r.Dropped == nil || r.RequestsDropped == nil || r.Bytes.Captured == nil || r.Bytes.Sent == nil || r.Skipped == nil {
+		t.Fatalf("a field is missing:\n%s", stdout)
+	}
+	if *r.Responses != *r.Sent+*r.Slipped+*r.Dropped || *r.Responses != 1000 {
+		t.Errorf("responses %d, sent %d, slipped %d, dropped %d", *r.Responses, *r.Sent, *r.Slipped, *r.Dropped)
+	}
+	for _, c := range []string{"answer", "referral", "nodata", "nxdomain", "error"} {
+		if cat, ok := r.Categories[c]; !ok || cat.Sent == nil || cat.Slipped == nil || cat.Dropped == nil {
+			t.Errorf("category %s missing", c)
+		}
+	}
+	if len(r.Limited) == 0 {
+		t.Fatal("nothing limited")
+	}
+	l := r.Limited[0]
+	if l.Network != "198.51.100.0/24" || l.Category != "answer" || l.Name != "example.org." || l.Type != "TXT" || l.Slipped == nil {
+		t.Errorf("limited %+v", l)
+	}
+	for _, ts := range []string{l.First, l.Last} {
+		if _, err := time.Parse(time.RFC3339, ts); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestSweepJSON(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "-json", "-sweep", "responses-per-second=1,5", sample)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var reports []struct {
+		Setting   string
+		Responses int64
+	}
+	if err := json.Unmarshal([]byte(stdout), &reports); err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 2 || reports[0].Setting != "responses-per-second=1" || reports[1].Setting != "responses-per-second=5" || reports[1].Responses != 1000 {
+		t.Errorf("%+v", reports)
+	}
+}
+
+// Text, with the settings from a Corefile, and the HTML page beside it.
+func TestCorefileTextHTML(t *testing.T) {
+	dir := t.TempDir()
+	corefile := filepath.Join(dir, "Corefile")
+	os.WriteFile(corefile, []byte("example.org {\n  rrl {\n    responses-per-second 5\n    report-only\n  }\n}\n"), 0o644)
+	page := filepath.Join(dir, "report.html")
+	code, stdout, stderr := runCLI(t, "-corefile", corefile, "-html", page, sample)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"settings: responses-per-second 5", "zones: example.org.", "198.51.100.0/24", "all            1000"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("no %q in\n%s", want, stdout)
+		}
+	}
+	html, err := os.ReadFile(page)
+	if err != nil || !bytes.Contains(html, []byte("<svg")) {
+		t.Errorf("HTML page: %v", err)
+	}
+
+	os.WriteFile(corefile, []byte("example.org {\n  rrl {\n    responses-per-second 5\n    window 0\n  }\n}\n"), 0o644)
+	code, _, stderr = runCLI(t, "-corefile", corefile, sample)
+	if code != 2 || !strings.Contains(stderr, corefile+":4 - Error during parsing: window \"0\"") {
+		t.Errorf("exit %d, %q", code, stderr)
+	}
+}

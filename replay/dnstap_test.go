@@ -1,0 +1,127 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/dnsrrl/rrl/replay"
+	"github.com/dnsrrl/rrl/replay/internal/capgen"
+	dnstap "github.com/dnstap/golang-dnstap"
+	"github.com/miekg/dns"
+)
+
+// tapExchanges writes exchanges as a server's dnstap log: a CLIENT_QUERY
+// and a CLIENT_RESPONSE each (AUTH_ ones when auth is set), with other
+// kinds of message in between that the replay must skip.
+func tapExchanges(t *testing.T, w io.Writer, bidirectional, auth bool, exchanges []capgen.Exchange) {
+	t.Helper()
+	tw, err := capgen.NewTapWriter(w, bidirectional)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	qt, rt := dnstap.Message_CLIENT_QUERY, dnstap.Message_CLIENT_RESPONSE
+	if auth {
+		qt, rt = dnstap.Message_AUTH_QUERY, dnstap.Message_AUTH_RESPONSE
+	}
+	for i := range exchanges {
+		e := &exchanges[i]
+		if err := tw.Encode(e, qt, capgen.QueryTime(e), e.Query); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := tw.Encode(e, rt, capgen.ResponseTime(e), e.Response); err != nil {
+			t.Error(err)
+			return
+		}
+		if i%100 == 0 { // a resolver's message, and a query logged without its wire form
+			tw.Encode(e, dnstap.Message_RESOLVER_QUERY, e.At, e.Query)
+			tw.Encode(e, qt, e.At, nil)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestDnstapFile(t *testing.T) {
+	ex := traffic(t, 10, 200, 0.3, 0.1)
+	kv := []string{"responses-per-second=5", "nxdomains-per-second=2", "requests-per-second=30"}
+	exp := decide(t, kv, ex, nil)
+	for _, auth := range []bool{false, true} {
+		var buf bytes.Buffer
+		tapExchanges(t, &buf, false, auth, ex)
+		rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, buf.Bytes())
+		checkCounts(t, rep, exp)
+		others := int64((len(ex) + 99) / 100)
+		if rep.Skipped[replay.SkipDnstapType] != others || rep.Skipped[replay.SkipDnstapIncomplete] != others {
+			t.Errorf("skipped %v, want %d of each kind", rep.Skipped, others)
+		}
+	}
+}
+
+// A live socket, unix or TCP, takes many writers at once (servers, say):
+// each floods from its own network, in a burst stamped with one instant,
+// so that the core's decisions do not depend on how the writers' messages
+// interleave, and the replay's counts are the sum of what the core decides
+// for each flood.
+func TestDnstapSocket(t *testing.T) {
+	const writers = 16
+	kv := []string{"responses-per-second=5", "nxdomains-per-second=1"}
+	floods := make([][]capgen.Exchange, writers)
+	want := expected{categories: map[string]replay.Counts{}}
+	for w := range floods {
+		client := netip.AddrFrom4([4]byte{198, 18, byte(w), 7})
+		kind := []int{capgen.Answer, capgen.NXDomain}[w%2]
+		for i := 0; i < 150; i++ {
+			q := capgen.Query(uint16(i), fmt.Sprintf("n%d.example.org.", i%3), dns.TypeA, "")
+			floods[w] = append(floods[w], capgen.Exchange{At: start,
+				Client: netip.AddrPortFrom(client, 4000), Server: capgen.Server, Query: q, Response: capgen.Response(q, kind, "example.org.")})
+		}
+		for cat, c := range decide(t, kv, floods[w], nil).categories {
+			sum := want.categories[cat]
+			sum.Sent, sum.Slipped, sum.Dropped = sum.Sent+c.Sent, sum.Slipped+c.Slipped, sum.Dropped+c.Dropped
+			want.categories[cat] = sum
+		}
+	}
+	for _, addr := range []string{"unix:" + filepath.Join(t.TempDir(), "tap.sock"), "tcp:127.0.0.1:0"} {
+		l, err := replay.ListenOn(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := replay.New(replay.Options{Settings: settings(t, kv...)})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- r.Listen(ctx, l) }()
+		var wg sync.WaitGroup
+		for _, flood := range floods {
+			c, err := net.Dial(l.Addr().Network(), l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				tapExchanges(t, c, true, false, flood) // returns once the reader has acknowledged the end
+			}()
+		}
+		wg.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		rep := r.Reports()[0]
+		checkCounts(t, rep, want)
+		if rep.LimitedNetworks != writers {
+			t.Errorf("%s: %d networks limited, want %d", addr, rep.LimitedNetworks, writers)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package replay
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/dnsrrl/rrl"
+)
+
+// pendingKey identifies a query awaiting its response.
+type pendingKey struct {
+	client netip.AddrPort
+	id     uint16
+	udp    bool
+}
+
+// pendingQuery is what the response needs to know of its query: whether it
+// had a valid server cookie, and for which configurations it was dropped
+// (bit i for the i-th).
+type pendingQuery struct {
+	at      time.Time
+	valid   bool
+	dropped uint64
+}
+
+// Bounds of the table of queries awaiting a response: a response that
+// comes later than pendingTTL after its query is taken as one without a
+// query, and beyond maxPending queries the oldest are forgotten.
+const (
+	pendingTTL = 10 * time.Second
+	maxPending = 1 << 18
+)
+
+// pendingTable holds queries until their response comes, in a map and a
+// queue in arrival order, through which they expire.
+type pendingTable struct {
+	m     map[pendingKey]pendingQuery
+	queue []pendingKey // ring buffer of keys in arrival order
+	times []time.Time
+	head  int
+	n     int
+}
+
+func newPendingTable() *pendingTable {
+	return &pendingTable{m: make(map[pendingKey]pendingQuery)}
+}
+
+func (t *pendingTable) put(k pendingKey, q pendingQuery) {
+	if t.n == len(t.queue) {
+		if len(t.queue) >= maxPending {
+			t.pop()
+		} else {
+			t.grow()
+		}
+	}
+	i := (t.head + t.n) % len(t.queue)
+	t.queue[i], t.times[i] = k, q.at
+	t.n++
+	t.m[k] = q
+}
+
+func (t *pendingTable) grow() {
+	size := max(1024, 2*len(t.queue))
+	q, ts := make([]pendingKey, size), make([]time.Time, size)
+	for i := 0; i < t.n; i++ {
+		j := (t.head + i) % len(t.queue)
+		q[i], ts[i] = t.queue[j], t.times[j]
+	}
+	t.queue, t.times, t.head = q, ts, 0
+}
+
+// pop forgets the oldest query, unless a later one with the same key took
+// its place in the map.
+func (t *pendingTable) pop() {
+	k, at := t.queue[t.head], t.times[t.head]
+	if q, ok := t.m[k]; ok && q.at.Equal(at) {
+		delete(t.m, k)
+	}
+	t.head = (t.head + 1) % len(t.queue)
+	t.n--
+}
+
+// expire forgets the queries older than pendingTTL before now.
+func (t *pendingTable) expire(now time.Time) {
+	limit := now.Add(-pendingTTL)
+	for t.n > 0 && t.times[t.head].Before(limit) {
+		t.pop()
+	}
+}
+
+// take returns and forgets the query of key.
+func (t *pendingTable) take(k pendingKey) (pendingQuery, bool) {
+	q, ok := t.m[k]
+	if ok {
+		delete(t.m, k)
+	}
+	return q, ok
+}
+
+// tupleMemo remembers the tuples of recent responses by their wire form
+// without the ID: a flood repeats a few responses, and unpacking a message
+// costs more than the rest of its replay. miekgrrl.Tuple depends on the
+// message alone, so a remembered tuple is the one it would return.
+type tupleMemo struct {
+	m map[string]rrl.ResponseTuple
+}
+
+// Bounds of the memo: responses longer than memoMaxLen are not kept, and it
+// is emptied when it holds memoEntries.
+const (
+	memoMaxLen  = 512
+	memoEntries = 4096
+)
+
+func newTupleMemo() *tupleMemo {
+	return &tupleMemo{m: make(map[string]rrl.ResponseTuple)}
+}
+
+// get looks the response up by all but its first two bytes, the ID (the
+// conversion to string in the index expression does not copy).
+func (m *tupleMemo) get(wire []byte) (rrl.ResponseTuple, bool) {
+	if len(wire) > memoMaxLen {
+		return rrl.ResponseTuple{}, false
+	}
+	t, ok := m.m[string(wire[2:])]
+	return t, ok
+}
+
+func (m *tupleMemo) put(wire []byte, t rrl.ResponseTuple) {
+	if len(wire) > memoMaxLen {
+		return
+	}
+	if len(m.m) >= memoEntries {
+		clear(m.m)
+	}
+	m.m[string(wire[2:])] = t
+}

@@ -1,0 +1,54 @@
+package replay
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestPendingTable(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	key := func(i int) pendingKey {
+		return pendingKey{netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), 53), uint16(i), true}
+	}
+	p := newPendingTable()
+	for i := 0; i < 3000; i++ { // grows past its first size
+		p.put(key(i), pendingQuery{at: t0.Add(time.Duration(i) * time.Millisecond), dropped: uint64(i)})
+	}
+	if q, ok := p.take(key(2999)); !ok || q.dropped != 2999 {
+		t.Fatalf("take: %v %v", q, ok)
+	}
+	if _, ok := p.take(key(2999)); ok {
+		t.Error("taken twice")
+	}
+	// A query put again under its key replaces the first; expiring the
+	// first's place in the queue leaves the second.
+	p.put(key(0), pendingQuery{at: t0.Add(2 * time.Second), dropped: 7})
+	p.expire(t0.Add(pendingTTL + 1500*time.Millisecond)) // forgets those before t0+1.5s
+	if q, ok := p.take(key(0)); !ok || q.dropped != 7 {
+		t.Errorf("the query put again: %v %v", q, ok)
+	}
+	if _, ok := p.take(key(1000)); ok {
+		t.Error("an expired query is still there")
+	}
+	if _, ok := p.take(key(1600)); !ok {
+		t.Error("a query not yet expired is gone")
+	}
+}
+
+// Beyond maxPending queries the oldest are forgotten.
+func TestPendingTableBound(t *testing.T) {
+	p := newPendingTable()
+	t0 := time.Unix(1000, 0)
+	for i := 0; i < maxPending+10; i++ {
+		k := pendingKey{netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 53), 1, true}
+		p.put(k, pendingQuery{at: t0})
+	}
+	if len(p.m) != maxPending || p.n != maxPending || len(p.queue) != maxPending {
+		t.Errorf("%d queries held, %d queued in %d slots; want %d", len(p.m), p.n, len(p.queue), maxPending)
+	}
+	first := pendingKey{netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 0}), 53), 1, true}
+	if _, ok := p.take(first); ok {
+		t.Error("the oldest query was kept")
+	}
+}

@@ -1,0 +1,361 @@
+package replay
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/miekgrrl"
+	"github.com/miekg/dns"
+)
+
+// Options configure a Replay.
+type Options struct {
+	// Settings are applied in order with the core's Config.SetValue.
+	Settings []Setting
+	// Sweep, if set, replays the traffic once per value of its keyword
+	// (applied after Settings), in the same pass over the input.
+	Sweep *Sweep
+	// Zones limits the replay to queries for names in these zones, as the
+	// CoreDNS plugin limits only its zones; empty means every name.
+	Zones []string
+	// CookieSecrets validate the server cookies of queries (current secret
+	// first); without them a query's server cookie is assumed valid.
+	CookieSecrets [][16]byte
+	// ServerPort tells the server's side of a packet; 0 means 53.
+	ServerPort uint16
+	// Top is how many networks and tuples the report lists; 0 means 10,
+	// negative means all.
+	Top int
+}
+
+// Replay runs DNS traffic through one limiter per configuration, as the
+// servers would have: each query is charged with DebitRequest when it
+// arrives, and its response with DebitResponse unless the query carried a
+// valid server cookie. Time is the traffic's own: the limiters' clock reads
+// the timestamp of the message being replayed, so a replay is
+// deterministic and as fast as the input can be read.
+//
+// A Replay is not safe for concurrent use. Its memory is bounded whatever
+// the input's size: by the limiters' max-table-size, and by fixed bounds
+// on the queries awaiting their response, TCP streams and timelines.
+type Replay struct {
+	opts     Options
+	engines  []*engine
+	now      time.Time
+	pending  *pendingTable
+	cookies  *miekgrrl.Cookies
+	zones    []string
+	skipped  map[string]int64
+	packets  atomic.Int64 // frames or dnstap messages read
+	messages atomic.Int64
+	nameBuf  []byte
+	msg      dns.Msg
+	memo     *tupleMemo
+
+	gunzipping bool        // Read is reading a gzip stream
+	stopped    atomic.Bool // Stop was called
+}
+
+// engine is one configuration under replay: its limiter and its report.
+type engine struct {
+	label   string
+	lc      *limiterConfig
+	limiter *rrl.RRL
+	report  *reportBuilder
+}
+
+// New checks the configuration and returns a Replay ready for input.
+func New(opts Options) (*Replay, error) {
+	if opts.ServerPort == 0 {
+		opts.ServerPort = 53
+	}
+	if opts.Top == 0 {
+		opts.Top = 10
+	}
+	r := &Replay{opts: opts, pending: newPendingTable(), skipped: make(map[string]int64), memo: newTupleMemo()}
+	for _, z := range opts.Zones {
+		zone, err := zoneOf(z)
+		if err != nil {
+			return nil, err
+		}
+		r.zones = append(r.zones, zone)
+	}
+	if len(opts.CookieSecrets) > 0 {
+		r.cookies = miekgrrl.NewCookies(opts.CookieSecrets[0])
+		if len(opts.CookieSecrets) > 1 {
+			r.cookies.SetPrevious(opts.CookieSecrets[1])
+		}
+	}
+	variants := [][]Setting{opts.Settings}
+	labels := []string{""}
+	if sw := opts.Sweep; sw != nil {
+		if len(sw.Values) == 0 || len(sw.Values) > maxSweep {
+			return nil, fmt.Errorf("sweep of %s: want 1 to %d values, got %d", sw.Keyword, maxSweep, len(sw.Values))
+		}
+		variants, labels = nil, nil
+		for _, v := range sw.Values {
+			s := append(append([]Setting(nil), opts.Settings...), Setting{Keyword: sw.Keyword, Value: v, Origin: "-sweep"})
+			variants = append(variants, s)
+			labels = append(labels, sw.Keyword+"="+v)
+		}
+	}
+	for i, v := range variants {
+		lc, err := newLimiterConfig(v)
+		if err != nil {
+			return nil, err
+		}
+		lc.cfg.SetNowFunc(r.clock)
+		r.engines = append(r.engines, &engine{label: labels[i], lc: lc, report: newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))})
+	}
+	return r, nil
+}
+
+// maxTrackedEntries bounds the networks and tuples a report keeps.
+const maxTrackedEntries = 100000
+
+func (r *Replay) clock() time.Time { return r.now }
+
+// Message replays one message. Its Wire is not kept.
+func (r *Replay) Message(m *Message) {
+	r.messages.Add(1)
+	r.advance(m.Time)
+	r.pending.expire(r.now)
+	if r.engines[0].limiter == nil {
+		r.start()
+	}
+	if len(m.Wire) < dnsHeaderLen || (m.Wire[2]&0x80 != 0) != m.Response {
+		r.skip(SkipNotDNS)
+		return
+	}
+	if m.Response {
+		r.response(m)
+	} else {
+		r.query(m)
+	}
+}
+
+// maxDisorder is how far back in time a message may come and still be
+// charged at the latest time seen, as one that came a little out of order
+// (from another server writing to the same socket, or another interface of
+// a capture). A message further back starts a new stretch of time, such as
+// the next file of several: the limiters count the step back as no time.
+const maxDisorder = time.Second
+
+// advance sets the clock for a message stamped at.
+func (r *Replay) advance(at time.Time) {
+	if at.After(r.now) || r.now.Sub(at) > maxDisorder {
+		r.now = at
+	}
+}
+
+// start makes the limiters once the first message has set the clock.
+func (r *Replay) start() {
+	for _, e := range r.engines {
+		e.limiter = rrl.NewRRL(e.lc.cfg)
+		e.report.rep.First = r.now
+	}
+}
+
+func (r *Replay) skip(reason string) { r.skipped[reason]++ }
+
+func (r *Replay) query(m *Message) {
+	q, ok := readQuery(m.Wire)
+	if !ok {
+		r.skip(SkipNotDNS)
+		return
+	}
+	if !q.question {
+		r.skip(SkipNoQuestion)
+		return
+	}
+	if !r.inZones(m.Wire) {
+		r.skip(SkipOutOfZone)
+		return
+	}
+	client := m.Client.Addr().Unmap()
+	valid := r.validCookie(q.cookie, m, client)
+	var dropped uint64
+	for i, e := range r.engines {
+		act := debitRequest(e.limiter, client, m.UDP, valid)
+		if act == rrl.Drop {
+			dropped |= 1 << i
+		}
+		e.report.query(m.Time, e.lc.network(client), act == rrl.Drop)
+	}
+	r.pending.put(pendingKey{m.Client, q.id, m.UDP}, pendingQuery{at: m.Time, valid: valid, dropped: dropped})
+}
+
+// validCookie judges a query's cookie: a server cookie is checked with the
+// secret when there is one, else assumed valid.
+func (r *Replay) validCookie(cookie int, m *Message, client netip.Addr) bool {
+	if cookie != cookieServer {
+		return false
+	}
+	if r.cookies == nil {
+		return true
+	}
+	var req dns.Msg
+	if req.Unpack(m.Wire) != nil {
+		return false
+	}
+	return r.cookies.Check(&req, client, m.Time) == miekgrrl.CookieValid
+}
+
+func (r *Replay) response(m *Message) {
+	id := binary.BigEndian.Uint16(m.Wire)
+	p, matched := r.pending.take(pendingKey{m.Client, id, m.UDP})
+	if !matched {
+		// The query was not seen (a capture of responses only, or one
+		// that began after it): charge it now, with the response.
+		info, ok := readQuery(m.Wire)
+		if !ok {
+			r.skip(SkipNotDNS)
+			return
+		}
+		if !info.question {
+			r.skip(SkipNoQuestion)
+			return
+		}
+		if !r.inZones(m.Wire) {
+			r.skip(SkipOutOfZone)
+			return
+		}
+	}
+	t, ok := r.tuple(m.Wire)
+	if !ok {
+		r.skip(SkipNotDNS)
+		return
+	}
+	client := m.Client.Addr().Unmap()
+	size, slip := len(m.Wire), -1
+	for i, e := range r.engines {
+		n := e.lc.network(client)
+		if !matched {
+			e.report.rep.Unmatched++
+			drop := debitRequest(e.limiter, client, m.UDP, false) == rrl.Drop
+			if drop {
+				p.dropped |= 1 << i
+			}
+			e.report.query(m.Time, n, drop)
+		}
+		var act rrl.Action
+		switch {
+		case p.dropped&(1<<i) != 0:
+			act = rrl.Drop
+		case p.valid:
+			act = rrl.Send
+			e.report.rep.CookieExempt++
+		default:
+			act = debitResponse(e.limiter, client, m.UDP, &t)
+		}
+		if act == rrl.Slip && slip < 0 {
+			slip = slipSize(m.Wire)
+		}
+		e.report.response(m.Time, n, &t, act, size, slip)
+	}
+}
+
+// tuple classifies a response with miekgrrl.Tuple, as the servers do.
+func (r *Replay) tuple(wire []byte) (rrl.ResponseTuple, bool) {
+	if t, ok := r.memo.get(wire); ok {
+		return t, true
+	}
+	if err := r.msg.Unpack(wire); err != nil {
+		return rrl.ResponseTuple{}, false
+	}
+	t := miekgrrl.Tuple(nil, &r.msg, "")
+	r.memo.put(wire, t)
+	return t, true
+}
+
+// slipSize is the size of the reply a slip sends in place of a response:
+// its header, question and OPT record.
+func slipSize(resp []byte) int {
+	info, _ := readQuery(resp)
+	n := dnsHeaderLen
+	if info.question {
+		n = info.nameEnd + 4
+	}
+	return n + info.optLen
+}
+
+// inZones reports whether the question of the message in w is for a name
+// in the replay's zones.
+func (r *Replay) inZones(w []byte) bool {
+	if len(r.zones) == 0 {
+		return true
+	}
+	name, ok := appendName(r.nameBuf[:0], w, dnsHeaderLen)
+	r.nameBuf = name
+	if !ok {
+		return false
+	}
+	for _, z := range r.zones {
+		if inZone(name, z) {
+			return true
+		}
+	}
+	return false
+}
+
+// inZone reports whether name is zone or below it; both lower case and
+// fully qualified.
+func inZone(name []byte, zone string) bool {
+	if zone == "." {
+		return true
+	}
+	tail := len(name) - len(zone)
+	return tail >= 0 && string(name[tail:]) == zone && (tail == 0 || name[tail-1] == '.')
+}
+
+// network returns the client network of addr under this configuration's
+// prefix lengths.
+func (lc *limiterConfig) network(addr netip.Addr) netip.Prefix {
+	bits := lc.ipv6Bits
+	if addr.Is4() {
+		bits = lc.ipv4Bits
+	}
+	p, _ := addr.WithZone("").Prefix(bits)
+	return p
+}
+
+// Reports returns the report of each configuration, in the order of the
+// sweep's values (one report without a sweep).
+func (r *Replay) Reports() []*Report {
+	var out []*Report
+	for _, e := range r.engines {
+		rep := e.report.report(r.opts.Top)
+		rep.Setting = e.label
+		for _, s := range e.lc.settings {
+			rep.Settings = append(rep.Settings, s.String())
+		}
+		if rep.Settings == nil {
+			rep.Settings = []string{}
+		}
+		rep.Last = r.now
+		rep.Packets = r.packets.Load()
+		rep.Zones = r.zones
+		rep.Skipped = make(map[string]int64, len(r.skipped))
+		for k, v := range r.skipped {
+			rep.Skipped[k] = v
+		}
+		rep.Cookies = "server cookies assumed valid (no cookie secret given)"
+		if r.cookies != nil {
+			rep.Cookies = "server cookies validated with the cookie secret"
+		}
+		out = append(out, rep)
+	}
+	return out
+}
+
+// Stop makes ReadFile and Read return at the next packet, as if the input
+// ended there, so that a replay interrupted by its user still reports. It
+// is safe to call from any goroutine.
+func (r *Replay) Stop() { r.stopped.Store(true) }
+
+// Stats returns the packets (or dnstap frames) and messages read so far.
+func (r *Replay) Stats() (packets, messages int64) { return r.packets.Load(), r.messages.Load() }

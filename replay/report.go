@@ -1,0 +1,270 @@
+package replay
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dnsrrl/rrl"
+	"github.com/miekg/dns"
+)
+
+// Report is what one configuration would have done to the replayed traffic.
+// Every response of the input has one fate: sent, slipped (a truncated or
+// BADCOOKIE reply in its place) or dropped (by a response limit, or with
+// its request by requests-per-second): Responses = Sent + Slipped + Dropped.
+type Report struct {
+	Setting  string   `json:"setting,omitempty"` // the swept keyword=value
+	Settings []string `json:"settings"`          // every setting applied, in order
+	Cookies  string   `json:"cookies"`           // how server cookies were judged
+	Zones    []string `json:"zones,omitempty"`   // limited zones; empty: all
+
+	First time.Time `json:"first,omitzero"` // time of the first and last message replayed; absent without any
+	Last  time.Time `json:"last,omitzero"`
+
+	Packets         int64 `json:"packets"` // packets (or dnstap frames) read, replayed or skipped
+	Queries         int64 `json:"queries"`
+	RequestsDropped int64 `json:"requests_dropped"` // queries over requests-per-second
+	Responses       int64 `json:"responses"`
+	Sent            int64 `json:"sent"`
+	Slipped         int64 `json:"slipped"`
+	Dropped         int64 `json:"dropped"`
+	CookieExempt    int64 `json:"cookie_exempt"`           // sent unlimited: the query had a valid server cookie
+	Unmatched       int64 `json:"responses_without_query"` // charged as query and response at once
+
+	Categories map[string]*Counts `json:"categories"`
+
+	LimitedNetworks  int             `json:"limited_networks"` // distinct networks limited at least once
+	UntrackedLimited int64           `json:"untracked_limited,omitempty"`
+	Networks         []*NetworkEntry `json:"networks"` // the most limited networks, most first
+	Limited          []*TupleEntry   `json:"limited"`  // the most limited tuples, most first
+
+	Bytes   Bytes            `json:"bytes"`
+	Skipped map[string]int64 `json:"skipped"`
+
+	Timeline *Timeline `json:"timeline,omitempty"`
+}
+
+// Counts are the fates of responses.
+type Counts struct {
+	Sent    int64 `json:"sent"`
+	Slipped int64 `json:"slipped"`
+	Dropped int64 `json:"dropped"`
+}
+
+func (c *Counts) add(act rrl.Action) {
+	switch act {
+	case rrl.Send:
+		c.Sent++
+	case rrl.Slip:
+		c.Slipped++
+	default:
+		c.Dropped++
+	}
+}
+
+func (c *Counts) denied() int64 { return c.Slipped + c.Dropped }
+
+// Bytes are the DNS message bytes of the responses captured, and of those
+// that would have been sent (a slip counts as its header, question and OPT
+// record): the difference is what a reflection would have lost.
+type Bytes struct {
+	Captured int64 `json:"captured"`
+	Sent     int64 `json:"sent"`
+}
+
+// NetworkEntry is a client network that was limited: what it was sent and
+// denied from the first limited response on, and requests dropped.
+type NetworkEntry struct {
+	Network string `json:"network"`
+	Counts
+	RequestsDropped int64     `json:"requests_dropped"`
+	First           time.Time `json:"first"` // first and last limited response or request
+	Last            time.Time `json:"last"`
+	prefix          netip.Prefix
+}
+
+// TupleEntry is a response tuple (network, category, name, type) that was
+// limited, counted from its first limited response on.
+type TupleEntry struct {
+	Network  string `json:"network"`
+	Category string `json:"category"`
+	Name     string `json:"name"` // "" for errors, which are charged to the network alone
+	Type     string `json:"type"` // for answers only, as the accounts tell them apart
+	Counts
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
+}
+
+// categoryNames are the report's names of the categories, as the CoreDNS
+// plugin's metrics label them.
+var categoryNames = [rrl.AllowanceLast]string{"answer", "referral", "nodata", "nxdomain", "error"}
+
+type tupleKey struct {
+	network netip.Prefix
+	cat     rrl.AllowanceCategory
+	qtype   uint16
+	name    string
+}
+
+// reportBuilder accumulates one configuration's Report, in memory bounded
+// by maxTracked networks and tuples and by the timeline's buckets.
+type reportBuilder struct {
+	rep        Report
+	cats       [rrl.AllowanceLast]Counts
+	networks   map[netip.Prefix]*NetworkEntry
+	tuples     map[tupleKey]*TupleEntry
+	maxTracked int
+	timeline   timelineBuilder
+}
+
+func newReportBuilder(maxTracked int) *reportBuilder {
+	return &reportBuilder{
+		networks:   make(map[netip.Prefix]*NetworkEntry),
+		tuples:     make(map[tupleKey]*TupleEntry),
+		maxTracked: maxTracked,
+		timeline:   newTimelineBuilder(),
+	}
+}
+
+func (b *reportBuilder) query(at time.Time, n netip.Prefix, dropped bool) {
+	b.rep.Queries++
+	if !dropped {
+		return
+	}
+	b.rep.RequestsDropped++
+	if e := b.network(n, at); e != nil {
+		e.RequestsDropped++
+	}
+}
+
+// response records the fate of one response of the given size; denied
+// responses are kept by network and tuple.
+func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTuple, act rrl.Action, size, slipSize int) {
+	b.rep.Responses++
+	b.rep.Bytes.Captured += int64(size)
+	cat := t.AllowanceCategory
+	b.cats[cat].add(act)
+	switch act {
+	case rrl.Send:
+		b.rep.Sent++
+		b.rep.Bytes.Sent += int64(size)
+	case rrl.Slip:
+		b.rep.Slipped++
+		b.rep.Bytes.Sent += int64(slipSize)
+	default:
+		b.rep.Dropped++
+	}
+	b.timeline.add(at, n, act != rrl.Send)
+	e := b.networks[n]
+	if act != rrl.Send && e == nil {
+		e = b.network(n, at)
+	}
+	if e == nil {
+		return
+	}
+	e.add(act)
+	key := tupleKey{network: n, cat: cat}
+	key.qtype, key.name = tupleFields(t)
+	te := b.tuples[key]
+	if te == nil && act != rrl.Send && len(b.tuples) < b.maxTracked {
+		te = &TupleEntry{Network: n.String(), Category: categoryNames[cat], Name: key.name, First: at}
+		if key.qtype != 0 {
+			te.Type = dns.Type(key.qtype).String()
+		}
+		b.tuples[key] = te
+	}
+	if te != nil {
+		te.add(act)
+		if act != rrl.Send {
+			te.Last = at
+		}
+	}
+	if act != rrl.Send {
+		e.Last = at
+	}
+}
+
+// tupleFields returns the type and name that tell apart the accounts of a
+// category, as the core keys them: names compare without case.
+func tupleFields(t *rrl.ResponseTuple) (uint16, string) {
+	switch t.AllowanceCategory {
+	case rrl.AllowanceAnswer:
+		return t.Type, lowerFQDN(t.SalientName)
+	case rrl.AllowanceReferral, rrl.AllowanceNoData, rrl.AllowanceNXDomain:
+		return 0, lowerFQDN(t.SalientName)
+	}
+	return 0, ""
+}
+
+func lowerFQDN(s string) string {
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return strings.ToLower(s)
+}
+
+// network returns the entry of a network being limited now, making it if
+// there is room; nil when the table of networks is full.
+func (b *reportBuilder) network(n netip.Prefix, at time.Time) *NetworkEntry {
+	if e := b.networks[n]; e != nil {
+		e.Last = at
+		return e
+	}
+	if len(b.networks) >= b.maxTracked {
+		b.rep.UntrackedLimited++
+		return nil
+	}
+	e := &NetworkEntry{Network: n.String(), First: at, Last: at, prefix: n}
+	b.networks[n] = e
+	return e
+}
+
+// report finishes the Report, listing the top most limited networks and tuples.
+func (b *reportBuilder) report(top int) *Report {
+	r := b.rep
+	r.Categories = make(map[string]*Counts, len(b.cats))
+	for i := range b.cats {
+		c := b.cats[i]
+		r.Categories[categoryNames[i]] = &c
+	}
+	r.LimitedNetworks = len(b.networks)
+	for _, e := range b.networks {
+		r.Networks = append(r.Networks, e)
+	}
+	slices.SortFunc(r.Networks, func(a, b *NetworkEntry) int {
+		if d := (b.denied() + b.RequestsDropped) - (a.denied() + a.RequestsDropped); d != 0 {
+			return sign(d)
+		}
+		return strings.Compare(a.Network, b.Network)
+	})
+	for _, e := range b.tuples {
+		r.Limited = append(r.Limited, e)
+	}
+	slices.SortFunc(r.Limited, func(a, b *TupleEntry) int {
+		if d := b.denied() - a.denied(); d != 0 {
+			return sign(d)
+		}
+		return strings.Compare(a.Network+a.Category+a.Name+a.Type, b.Network+b.Category+b.Name+b.Type)
+	})
+	r.Timeline = b.timeline.build(r.Networks, 5)
+	if top >= 0 {
+		r.Networks = r.Networks[:min(top, len(r.Networks))]
+		r.Limited = r.Limited[:min(top, len(r.Limited))]
+	}
+	if r.Networks == nil {
+		r.Networks = []*NetworkEntry{}
+	}
+	if r.Limited == nil {
+		r.Limited = []*TupleEntry{}
+	}
+	return &r
+}
+
+func sign(d int64) int {
+	if d < 0 {
+		return -1
+	}
+	return 1
+}

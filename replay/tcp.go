@@ -1,0 +1,225 @@
+package replay
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"time"
+)
+
+// TCP flags.
+const (
+	tcpFIN = 0x01
+	tcpSYN = 0x02
+	tcpRST = 0x04
+)
+
+// Bounds of the reassembler, so that memory stays bounded whatever the
+// capture: flows tracked at once, and data held out of order per flow.
+const (
+	maxFlows       = 1 << 16
+	maxOutOfOrder  = 64
+	maxHeldBytes   = 1 << 18
+	flowIdle       = 2 * time.Minute
+	sweepEverySegs = 1 << 14
+)
+
+// tcpSegment is one TCP segment of a DNS connection, with its sides known.
+type tcpSegment struct {
+	client, server netip.AddrPort
+	fromServer     bool
+	seq            uint32
+	flags          byte
+	payload        []byte
+	lost           bool // the capture cut the segment short
+	at             time.Time
+}
+
+type flowKey struct {
+	client, server netip.AddrPort
+	fromServer     bool
+}
+
+// flow is one direction of a TCP connection: the sequence number expected
+// next, the bytes of a message not yet complete, and segments that came
+// ahead of a gap.
+type flow struct {
+	next     uint32
+	buf      []byte
+	ahead    []heldSegment
+	held     int
+	broken   bool // data was lost: the message framing cannot be trusted
+	lastSeen time.Time
+}
+
+type heldSegment struct {
+	seq  uint32
+	data []byte
+}
+
+// reassembler turns TCP segments into DNS messages (RFC 1035 section 4.2.2:
+// each message is preceded by its length in two bytes). It handles a
+// message split over segments, several messages in a segment,
+// retransmissions and reordering within bounds. A flow that loses data is
+// given up until the connection ends, since its framing is lost.
+type reassembler struct {
+	flows map[flowKey]*flow
+	skip  func(string)
+	emit  func(*Message)
+	msg   Message
+	segs  int
+}
+
+func newReassembler(skip func(string), emit func(*Message)) *reassembler {
+	return &reassembler{flows: make(map[flowKey]*flow), skip: skip, emit: emit}
+}
+
+func (r *reassembler) segment(s *tcpSegment) {
+	if r.segs++; r.segs%sweepEverySegs == 0 {
+		r.sweep(s.at.Add(-flowIdle))
+	}
+	key := flowKey{s.client, s.server, s.fromServer}
+	f := r.flows[key]
+	if s.flags&tcpSYN != 0 {
+		if f == nil {
+			f = r.add(key)
+		}
+		s.seq++ // the SYN takes a sequence number; data in it (TCP Fast Open) follows
+		*f = flow{next: s.seq, buf: f.buf[:0]}
+	}
+	if f == nil {
+		if len(s.payload) == 0 {
+			return
+		}
+		// The capture began inside the connection: take this segment as
+		// the start of a message, the best guess there is.
+		f = r.add(key)
+		f.next = s.seq
+	}
+	f.lastSeen = s.at
+	if len(s.payload) > 0 {
+		r.data(f, s)
+	}
+	if s.flags&(tcpFIN|tcpRST) != 0 {
+		delete(r.flows, key)
+	}
+}
+
+func (r *reassembler) add(key flowKey) *flow {
+	if len(r.flows) >= maxFlows {
+		r.evict()
+	}
+	f := new(flow)
+	r.flows[key] = f
+	return f
+}
+
+// evict makes room by dropping an eighth of the flows, in map order (which
+// is random): cheaper than finding the oldest, and rare.
+func (r *reassembler) evict() {
+	n := len(r.flows) / 8
+	for k := range r.flows {
+		if n--; n < 0 {
+			break
+		}
+		delete(r.flows, k)
+	}
+}
+
+// sweep forgets flows not seen since before.
+func (r *reassembler) sweep(before time.Time) {
+	for k, f := range r.flows {
+		if f.lastSeen.Before(before) {
+			delete(r.flows, k)
+		}
+	}
+}
+
+func (r *reassembler) data(f *flow, s *tcpSegment) {
+	if f.broken {
+		return
+	}
+	if s.lost {
+		r.breakFlow(f)
+		return
+	}
+	p := s.payload
+	switch diff := int32(s.seq - f.next); {
+	case diff < 0: // retransmitted, at least in part
+		if int(-diff) >= len(p) {
+			return
+		}
+		p = p[-diff:]
+	case diff > 0: // ahead of a gap: hold it
+		if len(f.ahead) >= maxOutOfOrder || f.held+len(p) > maxHeldBytes {
+			r.breakFlow(f)
+			return
+		}
+		f.ahead = append(f.ahead, heldSegment{s.seq, append([]byte(nil), p...)})
+		f.held += len(p)
+		return
+	}
+	r.append(f, p, s)
+	for len(f.ahead) > 0 && !f.broken {
+		if !r.fillFromAhead(f, s) {
+			break
+		}
+	}
+}
+
+// fillFromAhead appends the held segment that now continues the stream,
+// dropping those wholly behind it, and reports whether it found one.
+func (r *reassembler) fillFromAhead(f *flow, s *tcpSegment) bool {
+	for i := 0; i < len(f.ahead); i++ {
+		h := f.ahead[i]
+		diff := int32(h.seq - f.next)
+		if diff > 0 {
+			continue
+		}
+		f.ahead = append(f.ahead[:i], f.ahead[i+1:]...)
+		f.held -= len(h.data)
+		if int(-diff) < len(h.data) {
+			r.append(f, h.data[-diff:], s)
+		}
+		return true
+	}
+	return false
+}
+
+func (r *reassembler) breakFlow(f *flow) {
+	r.skip(SkipTCPGap)
+	f.broken, f.buf, f.ahead, f.held = true, nil, nil, 0
+}
+
+// append adds in-order stream data and emits each message it completes.
+// Data is copied only when a message spans segments.
+func (r *reassembler) append(f *flow, p []byte, s *tcpSegment) {
+	f.next += uint32(len(p))
+	if len(f.buf) > 0 {
+		f.buf = append(f.buf, p...)
+		p = f.buf
+	}
+	for len(p) >= 2 {
+		n := int(binary.BigEndian.Uint16(p))
+		if len(p) < 2+n {
+			break
+		}
+		r.message(p[2:2+n], s)
+		p = p[2+n:]
+	}
+	if len(p) > maxHeldBytes {
+		r.breakFlow(f)
+		return
+	}
+	// Keep the incomplete rest; copy(f.buf, p) is safe when p lies in f.buf.
+	f.buf = append(f.buf[:0], p...)
+}
+
+func (r *reassembler) message(wire []byte, s *tcpSegment) {
+	if len(wire) < dnsHeaderLen {
+		r.skip(SkipNotDNS)
+		return
+	}
+	m := &r.msg
+	*m = Message{Time: s.at, Client: s.client, Server: s.server, Response: s.fromServer, Wire: wire}
+	r.emit(m)
+}
