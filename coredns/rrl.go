@@ -122,10 +122,14 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	reqAct, ipr := h.limiter.DebitRequestAddr(client, udp, proven)
 	if reqAct == core.Drop {
 		h.stats.requestRefused(server, zone, proven || !udp)
-		if !h.reportOnly {
-			abort(w, server, udp)
-			return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
+		if h.reportOnly {
+			// Served as if rrl were not there. Enforced, the request
+			// would have had no response, so none is charged or counted,
+			// and the metrics say what enforcing would have done.
+			return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
 		}
+		abort(w, server, udp)
+		return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
 	}
 
 	hold := udp && !proven

@@ -522,7 +522,8 @@ func TestIPv6Networks(t *testing.T) {
 
 // TestRequestLimitBeforeNext: a request over requests-per-second never
 // reaches the next plugin and gets nothing; in report-only mode it is
-// served and counted.
+// served, and the metrics count what enforcing would have done: the
+// request refused, and no response for it.
 func TestRequestLimitBeforeNext(t *testing.T) {
 	for _, report := range []bool{false, true} {
 		calls := 0
@@ -535,7 +536,15 @@ func TestRequestLimitBeforeNext(t *testing.T) {
 			block = "{\n requests-per-second 3\n report-only\n}"
 		}
 		h := testHandler(t, block, next, newClock())
+		responses := func() float64 {
+			return testutil.ToFloat64(responsesTotal.WithLabelValues("", "example.org.", "answer", "send"))
+		}
+		refused := func() float64 { return testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "unproven")) }
+		respBefore, refBefore := responses(), refused()
 		got := tally(t, h, "127.0.1.1", false, 10, func(i int) *dns.Msg { return query("n"+itoa(i)+".example.org.", dns.TypeA) })
+		if r, n := refused()-refBefore, responses()-respBefore; r != 7 || n != 3 {
+			t.Errorf("report-only %v: %v requests counted refused, %v responses counted sent; want 7 and 3, what enforcing does", report, r, n)
+		}
 		switch {
 		case report && (calls != 10 || got[sent] != 10):
 			t.Errorf("report-only: next called %d times, %v; want all 10 served", calls, got)
