@@ -539,7 +539,9 @@ func TestRequestLimitBeforeNext(t *testing.T) {
 		responses := func() float64 {
 			return testutil.ToFloat64(responsesTotal.WithLabelValues("", "example.org.", "answer", "send"))
 		}
-		refused := func() float64 { return testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "unproven")) }
+		refused := func() float64 {
+			return testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "unproven"))
+		}
 		respBefore, refBefore := responses(), refused()
 		got := tally(t, h, "127.0.1.1", false, 10, func(i int) *dns.Msg { return query("n"+itoa(i)+".example.org.", dns.TypeA) })
 		if r, n := refused()-refBefore, responses()-respBefore; r != 7 || n != 3 {
