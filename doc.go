@@ -69,7 +69,12 @@
 // once set, gives the requests of proven sources an account of their own),
 // and all-per-second limits all UDP responses to a client network
 // together; either one, exceeded, drops the response (all-per-second never
-// slips). qps-scale shrinks the allowances while the server as a whole
+// slips). A request account sinks into no debt: a refused request is not
+// charged, so a network asking faster than its allowance is still served
+// its allowance every second. The request limits are about the server's
+// load, and a client asking too fast should get its share, where a
+// response account's debt is the penalty box that keeps a reflection's
+// victim quiet for as long as the flood lasts. qps-scale shrinks the allowances while the server as a whole
 // sends more than qps-scale responses per second. Only responses over UDP
 // are response-limited: over TCP a client's address is proven.
 //

@@ -211,3 +211,39 @@ func TestDebitRequestAllocatesNothing(t *testing.T) {
 		t.Errorf("%v allocations per run, want 0", n)
 	}
 }
+
+// TestRequestLimitServesItsAllowanceUnderAFlood: a network that asks twice
+// as fast as requests-per-second for ten seconds is served its allowance
+// every second, not locked out after the first (a refused request costs
+// nothing), and once it slows down it is served at once.
+func TestRequestLimitServesItsAllowanceUnderAFlood(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "requests-per-second", "10", "window", "15")
+	src := udp("192.0.2.1")
+	served := 0
+	for range 200 { // 20 a second for 10 s
+		if act, _ := r.DebitRequest(src, false); act == Send {
+			served++
+		}
+		clock.Advance(50 * time.Millisecond)
+	}
+	if want := 10*10 + 10; served < want-2 || served > want {
+		t.Errorf("served %d of 200 in 10 s at 20/s, want about %d (10 a second and a second's burst)", served, want)
+	}
+	clock.Advance(100 * time.Millisecond)
+	if act, ipr := r.DebitRequest(src, false); act != Send {
+		t.Errorf("a request a tenth of a second after the flood: %v %v, want Send", act, ipr)
+	}
+	// Debit alone charges requests the same way.
+	one := newTestRRL(t, clock, "requests-per-second", "10")
+	sent := 0
+	for range 200 {
+		if act, _, _ := one.Debit(src, answer("x.")); act == Send {
+			sent++
+		}
+		clock.Advance(50 * time.Millisecond)
+	}
+	if sent != served {
+		t.Errorf("Debit served %d, DebitRequest %d", sent, served)
+	}
+}

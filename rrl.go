@@ -48,6 +48,11 @@ func NewRRL(cfg *Config) *RRL {
 			r.limits[i] = r.limitOf(int64(float64(time.Second) / f))
 		}
 	}
+	for _, k := range []LimitKind{LimitRequests, LimitProvenRequests} {
+		if r.limits[k].on() {
+			r.limits[k] = requestLimitOf(r.limits[k].interval)
+		}
+	}
 	if r.cfg.qpsScale > 0 {
 		r.qps = newQPSScaler(r.cfg.qpsScale)
 	}
@@ -82,10 +87,23 @@ func (r *RRL) GetStats(zeroAfter bool) Stats {
 // second's worth of responses, but at least one response, so that rates
 // below 1/s work), and how deep it can sink into debt (window seconds, or
 // one response).
+//
+// The request limits sink into no debt (debt 0): a refused request is not
+// charged, so a network that asks faster than its allowance is still
+// served its allowance every second (the generic cell rate algorithm). A
+// response account sinks into debt, as BIND's do, because its limit is
+// the penalty box that keeps a reflection's victim quiet for as long as a
+// flood lasts; the request limits are about the server's load, and a
+// client that asks too fast should get its share, not be locked out.
 type limit struct{ interval, credit, debt int64 }
 
 func (r *RRL) limitOf(interval int64) limit {
 	return limit{interval, max(int64(time.Second), interval), max(r.cfg.window, interval)}
+}
+
+// requestLimitOf is limitOf for a request limit: it sinks into no debt.
+func requestLimitOf(interval int64) limit {
+	return limit{interval, max(int64(time.Second), interval), 0}
 }
 
 func (l limit) on() bool { return l.interval > 0 }

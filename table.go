@@ -408,12 +408,17 @@ func fullCredit(now, credit int64, g balance) balance {
 // charge debits the account by l.interval at now and returns its new
 // balance and whether it is in debt. The balance earns credit
 // continuously, holds at most l.credit nanoseconds of it, and sinks at
-// most l.debt nanoseconds deep. An account that has earned back full
-// credit starts its slip count afresh, as BIND's does.
+// most l.debt nanoseconds deep; with l.debt 0 it never sinks: a charge
+// that would put it in debt is refused and leaves it as it was. An account
+// that has earned back full credit starts its slip count afresh, as BIND's
+// does.
 func (v balance) charge(now int64, l limit) (balance, bool) {
 	tat := v.tat(now)
 	if full := now - l.credit; tat <= full {
 		tat, v = full, v&^slipMask
+	}
+	if next := tat + l.interval; l.debt == 0 && next > now {
+		return v.withTat(tat), true
 	}
 	tat = min(tat+l.interval, now+l.debt)
 	return v&^tatMask | balance(uint64(tat)&tatMask), tat > now
