@@ -15,12 +15,13 @@ type pendingKey struct {
 }
 
 // pendingQuery is what the response needs to know of its query: whether it
-// had a valid server cookie, and for which configurations it was dropped
-// (bit i for the i-th).
+// had a valid server cookie, for which configurations it was dropped (bit
+// i for the i-th), and whether it was answered already.
 type pendingQuery struct {
-	at      time.Time
-	valid   bool
-	dropped uint64
+	at       time.Time
+	valid    bool
+	dropped  uint64
+	answered bool // a response came: later ones (over TCP) continue it
 }
 
 // Bounds of the table of queries awaiting a response: a response that
