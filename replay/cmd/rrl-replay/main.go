@@ -149,14 +149,14 @@ func (c *cli) options() (replay.Options, error) {
 	for _, s := range c.sets {
 		set, err := replay.ParseSetting(s)
 		if err != nil {
-			return opts, fmt.Errorf("-set %v", err)
+			return opts, fmt.Errorf("-set: %s", strings.TrimPrefix(err.Error(), "rrl: "))
 		}
 		opts.Settings = append(opts.Settings, set)
 	}
 	if c.sweep != "" {
 		sw, err := replay.ParseSweep(c.sweep)
 		if err != nil {
-			return opts, fmt.Errorf("-sweep %v", err)
+			return opts, fmt.Errorf("-sweep: %s", strings.TrimPrefix(err.Error(), "rrl: "))
 		}
 		opts.Sweep = sw
 	}

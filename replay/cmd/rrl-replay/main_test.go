@@ -33,13 +33,14 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, 2, "give capture files or -listen"},
-		{[]string{"-set", "responses-per-second=fast", sample}, 2, `-set rrl: responses-per-second "fast"`},
+		{[]string{"-set", "responses-per-second=fast", sample}, 2, `-set: responses-per-second "fast"`},
 		{[]string{"-set", "responses-per-second", sample}, 2, `want keyword=value`},
-		{[]string{"-sweep", "window=1,0", sample}, 2, `-sweep rrl: window "0"`},
+		{[]string{"-sweep", "window=1,0", sample}, 2, `-sweep: window "0"`},
 		{[]string{"-cookie-secret", "abc", sample}, 2, "-cookie-secret: want exactly 32 hex digits"},
 		{[]string{"-top", "0", sample}, 2, "-top 0"},
 		{[]string{"-corefile", "nonexistent.Corefile", sample}, 2, "nonexistent.Corefile"},
 		{[]string{"main.go"}, 1, "rrl-replay: main.go: not a pcap, pcapng or dnstap file\n"},
+		{[]string{"."}, 1, "rrl-replay: .: read .: is a directory\n"},
 		{[]string{"-listen", "udp:1.2.3.4:5"}, 1, "want unix:/path/to/socket or tcp:127.0.0.1:PORT"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
