@@ -335,6 +335,7 @@ func (lc *limiterConfig) network(addr netip.Addr) netip.Prefix {
 // sweep's values (one report without a sweep).
 func (r *Replay) Reports() []*Report {
 	var out []*Report
+	unanswered := r.pending.unansweredNow()
 	for _, e := range r.engines {
 		rep := e.report.report(r.opts.Top)
 		rep.Setting = e.label
@@ -346,6 +347,7 @@ func (r *Replay) Reports() []*Report {
 		}
 		rep.Last = r.now
 		rep.Packets = r.packets.Load()
+		rep.Unanswered = unanswered
 		rep.Zones = r.zones
 		rep.Skipped = make(map[string]int64, len(r.skipped))
 		for k, v := range r.skipped {

@@ -30,8 +30,9 @@ type Report struct {
 	Sent            int64 `json:"sent"`
 	Slipped         int64 `json:"slipped"`
 	Dropped         int64 `json:"dropped"`
-	CookieExempt    int64 `json:"cookie_exempt"`           // sent unlimited: the query had a valid server cookie
-	Unmatched       int64 `json:"responses_without_query"` // charged as query and response at once
+	CookieExempt    int64 `json:"cookie_exempt"`            // sent unlimited: the query had a valid server cookie
+	Unmatched       int64 `json:"responses_without_query"`  // charged as query and response at once
+	Unanswered      int64 `json:"queries_without_response"` // no response in the input: lost, or not sent by the server
 
 	Categories map[string]*Counts `json:"categories"`
 

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -336,5 +337,35 @@ func TestConcurrentStatsAndStop(t *testing.T) {
 	watchers.Wait()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Queries without a response in the capture (as from a server that already
+// drops them, or packets the capture lost) are counted: over UDP and TCP,
+// a query repeated under the same ID and port before its answer, and one
+// still waiting when the capture ends; answered ones, and the later
+// messages of a TCP answer, are not.
+func TestQueriesWithoutResponse(t *testing.T) {
+	var ex []capgen.Exchange
+	for i := 0; i < 12; i++ {
+		q := capgen.Query(uint16(i), "www.example.org.", dns.TypeA, "")
+		e := capgen.Exchange{At: start.Add(time.Duration(i) * 2 * time.Second), Client: addrPort(fmt.Sprintf("203.0.113.%d:4000", i)),
+			Server: capgen.Server, TCP: i%3 == 0, Query: q}
+		if i%2 == 0 {
+			e.Response = capgen.Response(q, capgen.Answer, "example.org.")
+		}
+		ex = append(ex, e)
+	}
+	// The last client asks again, under the same ID and port, and is answered once.
+	again := ex[11]
+	again.At = again.At.Add(time.Second)
+	again.Response = capgen.Response(again.Query, capgen.Answer, "example.org.")
+	ex = append(ex, again)
+	rep := replayBytes(t, replay.Options{}, pcapOf(t, ethernet, false, ex))
+	if rep.Queries != 13 || rep.Responses != 7 || rep.Unmatched != 0 {
+		t.Fatalf("%d queries, %d responses, %d without a query; want 13, 7, 0", rep.Queries, rep.Responses, rep.Unmatched)
+	}
+	if rep.Unanswered != 6 {
+		t.Errorf("%d queries without a response, want 6", rep.Unanswered)
 	}
 }
