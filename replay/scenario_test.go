@@ -369,3 +369,42 @@ func TestQueriesWithoutResponse(t *testing.T) {
 		t.Errorf("%d queries without a response, want 6", rep.Unanswered)
 	}
 }
+
+// When more networks are limited than the report's table holds, the less
+// limited are evicted: a flood that begins after a spray of networks
+// limited once each filled the table still heads the report, with its
+// counts whole, and the table stays within its bound.
+func TestReportTableKeepsHeavyHitters(t *testing.T) {
+	var ex []capgen.Exchange
+	at := start
+	ask := func(client string) {
+		q := capgen.Query(uint16(len(ex)), "www.example.org.", dns.TypeA, "")
+		ex = append(ex, capgen.Exchange{At: at, Client: addrPort(client), Server: capgen.Server, Query: q,
+			Response: capgen.Response(q, capgen.Answer, "example.org.")})
+		at = at.Add(time.Millisecond)
+	}
+	for i := 0; i < 200; i++ { // two at once from each: the second is limited
+		ask(fmt.Sprintf("10.%d.%d.1:4000", i/250, i%250))
+		ask(fmt.Sprintf("10.%d.%d.1:4001", i/250, i%250))
+	}
+	for i := 0; i < 100; i++ {
+		ask("198.51.100.7:5000")
+	}
+	kv := []string{"responses-per-second=1", "max-table-size=50"}
+	exp := decide(t, kv, ex, nil)
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...), Top: -1}, pcapOf(t, ethernet, false, ex))
+	checkCounts(t, rep, exp)
+	if len(rep.Networks) > 50 || len(rep.Limited) > 50 {
+		t.Errorf("report tables hold %d networks and %d tuples, beyond 50", len(rep.Networks), len(rep.Limited))
+	}
+	if rep.EvictedNetworks == 0 || rep.LimitedNetworks != 201 {
+		t.Errorf("%d networks evicted, %d limited; want some, and 201", rep.EvictedNetworks, rep.LimitedNetworks)
+	}
+	victim := rep.Networks[0]
+	if victim.Network != "198.51.100.0/24" || victim.Slipped+victim.Dropped < 90 || victim.Sent+victim.Slipped+victim.Dropped != 100-1 {
+		t.Errorf("the most limited network: %+v; want 198.51.100.0/24 with its 99 responses from its first limited on", victim)
+	}
+	if top := rep.Limited[0]; top.Network != "198.51.100.0/24" || top.Slipped+top.Dropped != victim.Slipped+victim.Dropped {
+		t.Errorf("the most limited tuple: %+v", top)
+	}
+}
