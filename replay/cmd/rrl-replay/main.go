@@ -161,7 +161,14 @@ func (c *cli) options() (replay.Options, error) {
 		opts.Sweep = sw
 	}
 	if c.zones != "" {
-		opts.Zones = strings.Split(c.zones, ",")
+		opts.Zones = nil
+		for _, z := range strings.Split(c.zones, ",") {
+			if z = strings.TrimSpace(z); z == "" {
+				// "" would be the root zone: every name, silently.
+				return opts, fmt.Errorf("-zones %q: an empty zone; write . for the root", c.zones)
+			}
+			opts.Zones = append(opts.Zones, z)
+		}
 	}
 	if c.secret != "" {
 		opts.CookieSecrets = nil
