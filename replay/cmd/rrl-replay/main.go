@@ -36,14 +36,17 @@ rrl-replay reads the dnstap that a running server writes (CoreDNS:
 "dnstap unix:///path full") until interrupted or -duration has passed,
 then reports.
 
-Example:
+Examples:
   rrl-replay -set responses-per-second=5 -sweep slip-ratio=1,2,3 capture.pcap
+  rrl-replay -corefile Corefile -server-port 5353 -json capture.pcapng
 
 Queries are charged as the servers charge them, when they arrive; their
 responses unless the query carried a valid server cookie. A server cookie
 is assumed valid unless -cookie-secret is given to check it.
 
-Settings (-set, -sweep) take the core's keywords:
+Settings (-set, -sweep) take the core's keywords, as a Corefile's rrl
+block does; every rate is off until set, so with no settings nothing is
+limited:
   %s
 
 Flags:
