@@ -20,7 +20,10 @@ echo "== go vet"
 go vet "${packages[@]}"
 
 echo "== staticcheck"
-staticcheck=$(command -v staticcheck || echo "$(go env GOPATH)/bin/staticcheck")
+# Where go install puts it: GOBIN, else the first directory of GOPATH.
+gobin=$(go env GOBIN)
+gobin=${gobin:-$(go env GOPATH | cut -d: -f1)/bin}
+staticcheck=$(command -v staticcheck || echo "$gobin/staticcheck")
 if [ ! -x "$staticcheck" ]; then
 	echo "staticcheck is not installed; .ci/run installs it" >&2
 	exit 1

@@ -23,6 +23,19 @@ func RunningTickers() int64 {
 	return n
 }
 
+// WaitTickers waits until want tickers run, or five seconds have passed,
+// and returns how many run. A stopped ticker's goroutine leaves runTicker
+// just after stop has returned, when the scheduler runs it: on a loaded
+// machine that can take longer than the moment RunningTickers waits.
+func WaitTickers(want int64) int64 {
+	n := tickerGoroutines()
+	for i := 0; i < 5000 && n != want; i++ {
+		time.Sleep(time.Millisecond) // polling, bounded; nothing is asserted on time
+		n = tickerGoroutines()
+	}
+	return n
+}
+
 func tickerGoroutines() int64 {
 	buf := make([]byte, 1<<20)
 	for {

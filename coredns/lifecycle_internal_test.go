@@ -87,7 +87,7 @@ func TestTickerRunsAndStops(t *testing.T) {
 	tally(t, h, "127.0.1.1", false, 5, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
 	clk.advance(quietPeriod + 16*time.Second)
 	h.start()
-	if n := RunningTickers(); n != base+1 {
+	if n := WaitTickers(base + 1); n != base+1 {
 		t.Fatalf("%d tickers running, want %d", n, base+1)
 	}
 	for i := 0; i < 5000 && h.stats.limited.value() != 0; i++ {
@@ -98,7 +98,7 @@ func TestTickerRunsAndStops(t *testing.T) {
 	}
 	h.stop()
 	h.stop()
-	if n := RunningTickers(); n != base {
+	if n := WaitTickers(base); n != base {
 		t.Errorf("%d tickers running after stop, want %d", n, base)
 	}
 }

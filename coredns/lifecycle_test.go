@@ -176,7 +176,7 @@ func TestIntegrationFailedReloadLeavesNothing(t *testing.T) {
 			inst.ShutdownCallbacks()
 		}
 	}()
-	if n := rrl.RunningTickers(); n != base+1 {
+	if n := rrl.WaitTickers(base + 1); n != base+1 {
 		t.Fatalf("%d tickers after start, want %d", n, base+1)
 	}
 
@@ -195,7 +195,7 @@ func TestIntegrationFailedReloadLeavesNothing(t *testing.T) {
 			t.Errorf("the failed reload's block is still reported: %s", k)
 		}
 	}
-	if n := rrl.RunningTickers(); n != base+1 {
+	if n := rrl.WaitTickers(base + 1); n != base+1 {
 		t.Errorf("%d tickers after the failed reload, want %d", n, base+1)
 	}
 
@@ -203,13 +203,13 @@ func TestIntegrationFailedReloadLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	if n := rrl.RunningTickers(); n != base+1 {
+	if n := rrl.WaitTickers(base + 1); n != base+1 {
 		t.Errorf("%d tickers after a reload, want %d", n, base+1)
 	}
 	inst.Stop()
 	inst.ShutdownCallbacks()
 	stopped = true
-	if n := rrl.RunningTickers(); n != base {
+	if n := rrl.WaitTickers(base); n != base {
 		t.Errorf("%d tickers after shutdown, want %d", n, base)
 	}
 	for k := range gathered(t, "coredns_rrl_table_max_size") {

@@ -43,7 +43,9 @@ type recorder struct {
 //	any       --Write of what cannot be held-->  passedThrough (written as it came)
 //
 // Only a held message waits for the limiter; the other states have written
-// what they got. A recorder still in holding or streaming when the chain
+// what they got. In passedThrough, msg is the first message written, if it
+// could be decoded: bytes written after a held message replace it, as a
+// second message does, so it is neither sent nor charged. A recorder still in holding or streaming when the chain
 // returns had nothing written to it.
 type recState uint8
 
@@ -111,6 +113,9 @@ func (rec *recorder) Write(b []byte) (int, error) {
 	if err == nil && (rec.state == holding || rec.state == held) {
 		rec.msg, rec.state = m, held
 		return len(b), nil
+	}
+	if rec.state == held {
+		rec.msg = nil // the bytes replace the held message, which is never sent
 	}
 	if err == nil && rec.msg == nil {
 		rec.msg = m

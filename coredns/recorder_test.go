@@ -126,8 +126,8 @@ func TestRecorderStates(t *testing.T) {
 		t.Errorf("UDP: state %v, %d written, holding %v; want the last message held, none written", rec.state, len(w.msgs), rec.msg)
 	}
 	rec.Write([]byte{1, 2, 3})
-	if rec.state != passedThrough {
-		t.Errorf("UDP, undecodable bytes: state %v, want passedThrough", rec.state)
+	if rec.state != passedThrough || rec.msg != nil {
+		t.Errorf("UDP, undecodable bytes after a held message: state %v, keeping %v; want passedThrough, nothing to charge (the held message is replaced, never sent)", rec.state, rec.msg)
 	}
 
 	w = &capture{}
@@ -139,5 +139,9 @@ func TestRecorderStates(t *testing.T) {
 	rec.WriteMsg(second)
 	if rec.state != streamed || len(w.msgs) != 2 || rec.msg != first || rec.state.wroteNothing() {
 		t.Errorf("TCP: state %v, %d written, kept %v; want both written and the first kept", rec.state, len(w.msgs), rec.msg)
+	}
+	rec.Write([]byte{1, 2, 3})
+	if rec.state != passedThrough || rec.msg != first {
+		t.Errorf("TCP, undecodable bytes: state %v, keeping %v; want passedThrough, the first message still kept", rec.state, rec.msg)
 	}
 }

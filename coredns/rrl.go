@@ -6,7 +6,6 @@ package rrl
 
 import (
 	"context"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -123,10 +122,14 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	reqAct, ipr := h.limiter.DebitRequestAddr(client, udp, proven)
 	if reqAct == core.Drop {
 		h.stats.requestRefused(server, zone, proven || !udp)
-		if !h.reportOnly {
-			h.abort(w, server)
-			return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
+		if h.reportOnly {
+			// Served as if rrl were not there. Enforced, the request
+			// would have had no response, so none is charged or counted,
+			// and the metrics say what enforcing would have done.
+			return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
 		}
+		abort(w, server, udp)
+		return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
 	}
 
 	hold := udp && !proven
@@ -207,9 +210,11 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 // abort ends a stream connection whose request was refused, so that it
 // holds no server resources waiting for an answer that will not come.
 // Only plain DNS over TCP is closed; the other transports are left to time
-// out, as their servers own their connections.
-func (h *RRL) abort(w dns.ResponseWriter, server string) {
-	if _, tcp := w.RemoteAddr().(*net.TCPAddr); tcp && (server == "" || strings.HasPrefix(server, transportDNS)) {
+// out, as their servers own their connections. udp is the query's
+// transport as transport reads it: on a plain DNS server anything but UDP
+// is TCP, whatever type its address has (the proxyproto plugin wraps it).
+func abort(w dns.ResponseWriter, server string, udp bool) {
+	if !udp && (server == "" || strings.HasPrefix(server, transportDNS)) {
 		w.Close()
 	}
 }

@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/coredns/caddy"
+	"github.com/coredns/coredns/core/dnsserver"
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metadata"
+	"github.com/coredns/coredns/plugin/pkg/proxyproto"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -519,7 +522,8 @@ func TestIPv6Networks(t *testing.T) {
 
 // TestRequestLimitBeforeNext: a request over requests-per-second never
 // reaches the next plugin and gets nothing; in report-only mode it is
-// served and counted.
+// served, and the metrics count what enforcing would have done: the
+// request refused, and no response for it.
 func TestRequestLimitBeforeNext(t *testing.T) {
 	for _, report := range []bool{false, true} {
 		calls := 0
@@ -532,7 +536,17 @@ func TestRequestLimitBeforeNext(t *testing.T) {
 			block = "{\n requests-per-second 3\n report-only\n}"
 		}
 		h := testHandler(t, block, next, newClock())
+		responses := func() float64 {
+			return testutil.ToFloat64(responsesTotal.WithLabelValues("", "example.org.", "answer", "send"))
+		}
+		refused := func() float64 {
+			return testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "unproven"))
+		}
+		respBefore, refBefore := responses(), refused()
 		got := tally(t, h, "127.0.1.1", false, 10, func(i int) *dns.Msg { return query("n"+itoa(i)+".example.org.", dns.TypeA) })
+		if r, n := refused()-refBefore, responses()-respBefore; r != 7 || n != 3 {
+			t.Errorf("report-only %v: %v requests counted refused, %v responses counted sent; want 7 and 3, what enforcing does", report, r, n)
+		}
 		switch {
 		case report && (calls != 10 || got[sent] != 10):
 			t.Errorf("report-only: next called %d times, %v; want all 10 served", calls, got)
@@ -580,6 +594,107 @@ func TestCookieExemptReasons(t *testing.T) {
 		act, got, rtr := h.account("", 0, client, true, true, r, resp, miekgrrl.CookieValid, "", ipr)
 		if act != core.Send || got != core.IPOk || rtr != core.RTNotReached {
 			t.Fatalf("cookie-exempt response: %v %v %v, want Send IPOk RTNotReached", act, got, rtr)
+		}
+	}
+}
+
+// TestValidCookieHeldToProvenAllowance: through ServeDNS, with the clock
+// standing still, a client presenting a valid server cookie is held to
+// proven-requests-per-second (5: the first five are answered, the rest get
+// nothing, neither TC nor BADCOOKIE, and never reach the next plugin), and
+// is exempt from responses-per-second and all-per-second (1 each). The
+// refused ones count as proven in requests_exceeded_total, the answered
+// ones in cookie_exempt_total. Clients of the network without a cookie
+// keep their own, smaller request account.
+func TestValidCookieHeldToProvenAllowance(t *testing.T) {
+	calls := 0
+	next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		calls++
+		return zoneNext(ctx, w, r)
+	})
+	h := testHandler(t, "{\n responses-per-second 1\n all-per-second 1\n requests-per-second 2\n proven-requests-per-second 5\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", next, newClock())
+	const zone = "example.org."
+	_, m := ask(t, h, "127.0.8.1", false, withCookie(query("www.example.org.", dns.TypeA), "0102030405060708"))
+	full := cookieOf(m)
+	if len(full) != 48 {
+		t.Fatalf("no server cookie in %v", m)
+	}
+	calls = 0
+	refused := testutil.ToFloat64(requestsExceeded.WithLabelValues("", zone, "proven"))
+	exempt := testutil.ToFloat64(cookieExemptTotal.WithLabelValues("", zone))
+
+	got := tally(t, h, "127.0.8.1", false, 20, func(int) *dns.Msg { return withCookie(query("www.example.org.", dns.TypeA), full) })
+	if got[sent] != 5 || got[dropped] != 15 || calls != 5 {
+		t.Errorf("valid cookie, 20 queries: %v, next called %d times; want 5 sent (the proven allowance, over the response limits of 1), 15 refused before next", got, calls)
+	}
+	if d := testutil.ToFloat64(requestsExceeded.WithLabelValues("", zone, "proven")) - refused; d != 15 {
+		t.Errorf("requests_exceeded_total{source=proven} rose by %v, want 15", d)
+	}
+	if d := testutil.ToFloat64(cookieExemptTotal.WithLabelValues("", zone)) - exempt; d != 5 {
+		t.Errorf("cookie_exempt_total rose by %v, want 5", d)
+	}
+	// The unproven account of the network had one request (the one that
+	// fetched the cookie): one more passes it, then requests are refused.
+	calls = 0
+	got = tally(t, h, "127.0.8.1", false, 4, func(i int) *dns.Msg { return query("n"+itoa(i)+".example.org.", dns.TypeA) })
+	if calls != 1 || got[sent] > 1 {
+		t.Errorf("no cookie, same network: %v, next called %d times; want one request past requests-per-second 2", got, calls)
+	}
+}
+
+// closeRecorder is a capture that notes whether the plugin closed the
+// connection, with the client address given.
+type closeRecorder struct {
+	capture
+	remote net.Addr
+	closed bool
+}
+
+func (c *closeRecorder) RemoteAddr() net.Addr { return c.remote }
+func (c *closeRecorder) Close() error         { c.closed = true; return nil }
+
+// TestRefusedRequestCloses: a request over its limit closes a plain DNS TCP
+// connection, also when the proxyproto plugin wraps the client's address;
+// over UDP, over DNS over TLS and in report-only mode nothing is closed.
+func TestRefusedRequestCloses(t *testing.T) {
+	tcp := &net.TCPAddr{IP: net.ParseIP("127.0.1.1"), Port: 40000}
+	udp := &net.UDPAddr{IP: net.ParseIP("127.0.1.1"), Port: 40000}
+	proxied := proxyproto.NewAddr(&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 40000}, &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 40000}, nil)
+	cases := []struct {
+		name, server string
+		remote       net.Addr
+		report       bool
+		wantClosed   bool
+	}{
+		{"plain TCP", "dns://127.0.0.1:53", tcp, false, true},
+		{"TCP, server unknown", "", tcp, false, true},
+		{"TCP through proxyproto", "dns://127.0.0.1:53", proxied, false, true},
+		{"UDP", "dns://127.0.0.1:53", udp, false, false},
+		{"DNS over TLS", "tls://127.0.0.1:853", tcp, false, false},
+		{"TCP, report-only", "dns://127.0.0.1:53", tcp, true, false},
+	}
+	for _, c := range cases {
+		block := "{\n requests-per-second 1\n}"
+		if c.report {
+			block = "{\n requests-per-second 1\n report-only\n}"
+		}
+		h := testHandler(t, block, zoneNext, newClock())
+		ctx := context.Background()
+		if c.server != "" {
+			ctx = context.WithValue(ctx, dnsserver.Key{}, &dnsserver.Server{Addr: c.server})
+		}
+		var w *closeRecorder
+		for range 3 { // the burst is 1: the second and third are refused
+			w = &closeRecorder{remote: c.remote}
+			if _, err := h.ServeDNS(ctx, w, query("www.example.org.", dns.TypeA)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w.closed != c.wantClosed {
+			t.Errorf("%s: closed %v, want %v", c.name, w.closed, c.wantClosed)
+		}
+		if wantSent := c.report; (len(w.msgs) == 1) != wantSent {
+			t.Errorf("%s: %d messages written to a refused request, want %d", c.name, len(w.msgs), map[bool]int{true: 1}[wantSent])
 		}
 	}
 }
