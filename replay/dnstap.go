@@ -68,19 +68,22 @@ func tapMessage(tm *dnstap.Message) (*Message, string) {
 		return nil, SkipDnstapType
 	}
 	m := &Message{}
+	var stamped bool // a message without its time would set the clock to 1970
 	switch tm.GetType() {
 	case dnstap.Message_CLIENT_QUERY, dnstap.Message_AUTH_QUERY:
 		m.Wire = tm.GetQueryMessage()
 		m.Time = time.Unix(int64(tm.GetQueryTimeSec()), int64(tm.GetQueryTimeNsec()))
+		stamped = tm.QueryTimeSec != nil
 	case dnstap.Message_CLIENT_RESPONSE, dnstap.Message_AUTH_RESPONSE:
 		m.Response = true
 		m.Wire = tm.GetResponseMessage()
 		m.Time = time.Unix(int64(tm.GetResponseTimeSec()), int64(tm.GetResponseTimeNsec()))
+		stamped = tm.ResponseTimeSec != nil
 	default:
 		return nil, SkipDnstapType
 	}
 	client, ok := netip.AddrFromSlice(tm.GetQueryAddress())
-	if !ok || len(m.Wire) == 0 {
+	if !ok || len(m.Wire) == 0 || !stamped {
 		return nil, SkipDnstapIncomplete
 	}
 	m.Client = netip.AddrPortFrom(client.Unmap(), uint16(tm.GetQueryPort()))

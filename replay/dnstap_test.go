@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dnsrrl/rrl/replay"
 	"github.com/dnsrrl/rrl/replay/internal/capgen"
@@ -123,5 +124,33 @@ func TestDnstapSocket(t *testing.T) {
 		if rep.LimitedNetworks != writers {
 			t.Errorf("%s: %d networks limited, want %d", addr, rep.LimitedNetworks, writers)
 		}
+	}
+}
+
+// A dnstap message without its time is skipped as incomplete, rather than
+// replayed in 1970: the report's times and decisions are the traffic's.
+func TestDnstapWithoutTime(t *testing.T) {
+	ex := traffic(t, 5, 100, 0.3, 0)
+	kv := []string{"responses-per-second=5"}
+	var buf bytes.Buffer
+	tw, err := capgen.NewTapWriter(&buf, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &ex[0]
+	tw.Encode(first, dnstap.Message_CLIENT_QUERY, time.Time{}, first.Query)
+	tw.Encode(first, dnstap.Message_CLIENT_RESPONSE, time.Time{}, first.Response)
+	for i := range ex {
+		if err := tw.Write(&ex[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, buf.Bytes())
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	if rep.Skipped[replay.SkipDnstapIncomplete] != 2 || !rep.First.Equal(capgen.QueryTime(first)) {
+		t.Errorf("skipped %v, first %v; want 2 incomplete, first %v", rep.Skipped, rep.First, capgen.QueryTime(first))
 	}
 }

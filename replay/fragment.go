@@ -7,12 +7,17 @@ import (
 )
 
 // Bounds of IP reassembly: datagrams being reassembled at once, how long a
-// datagram may take to complete (RFC 8200's 60 seconds), and its size.
+// datagram may take to complete (RFC 8200's 60 seconds), its size, the
+// fragments and bytes held for one (overlapping fragments may hold more
+// than its size), and the bytes held for all of them together, which a
+// spray of large spoofed fragments would otherwise grow to gigabytes.
 const (
-	maxFragmented   = 4096
-	fragmentTimeout = 60 * time.Second
-	maxDatagram     = 65535
-	maxFragments    = 64 // per datagram: 45 fragments of 1,500 bytes make the largest
+	maxFragmented    = 4096
+	fragmentTimeout  = 60 * time.Second
+	maxDatagram      = 65535
+	maxFragments     = 64 // per datagram: 45 fragments of 1,500 bytes make the largest
+	maxDatagramHeld  = 2 * maxDatagram
+	maxFragmentBytes = 32 << 20
 )
 
 type fragmentKey struct {
@@ -27,6 +32,7 @@ type datagram struct {
 	total int // the payload's length, once the last fragment has come; else -1
 	first time.Time
 	proto byte // for IPv6, the header that follows the fragment header, from the first fragment
+	held  int  // bytes of its parts
 }
 
 type fragmentPart struct {
@@ -40,6 +46,7 @@ type fragmentPart struct {
 // pushed out.
 type defragmenter struct {
 	pending map[fragmentKey]*datagram
+	held    int // bytes of the parts of every pending datagram
 	skip    func(string)
 	buf     []byte
 }
@@ -56,6 +63,9 @@ func (d *defragmenter) add(key fragmentKey, off int, more bool, proto byte, payl
 		d.skip(SkipFragment)
 		return nil, 0, false
 	}
+	for d.held+len(payload) > maxFragmentBytes && len(d.pending) > 0 {
+		d.expire(at, true)
+	}
 	g := d.pending[key]
 	if g == nil {
 		if len(d.pending) >= maxFragmented {
@@ -64,7 +74,7 @@ func (d *defragmenter) add(key fragmentKey, off int, more bool, proto byte, payl
 		g = &datagram{total: -1, first: at}
 		d.pending[key] = g
 	}
-	if len(g.parts) >= maxFragments {
+	if len(g.parts) >= maxFragments || g.held+len(payload) > maxDatagramHeld {
 		d.skip(SkipFragment)
 		return nil, 0, false
 	}
@@ -75,12 +85,20 @@ func (d *defragmenter) add(key fragmentKey, off int, more bool, proto byte, payl
 		g.total = off + len(payload)
 	}
 	g.parts = append(g.parts, fragmentPart{off, append([]byte(nil), payload...)})
+	g.held += len(payload)
+	d.held += len(payload)
 	whole, ok := d.assemble(g)
 	if !ok {
 		return nil, 0, false
 	}
-	delete(d.pending, key)
+	d.forget(key, g)
 	return whole, g.proto, true
+}
+
+// forget drops a datagram.
+func (d *defragmenter) forget(key fragmentKey, g *datagram) {
+	d.held -= g.held
+	delete(d.pending, key)
 }
 
 // assemble returns the datagram's payload if its fragments cover it.
@@ -113,7 +131,7 @@ func (d *defragmenter) flush() {
 		for range g.parts {
 			d.skip(SkipFragment)
 		}
-		delete(d.pending, k)
+		d.forget(k, g)
 	}
 }
 
@@ -121,7 +139,7 @@ func (d *defragmenter) flush() {
 // set, also the oldest eighth of them, counting their fragments as skipped.
 func (d *defragmenter) expire(now time.Time, full bool) {
 	before := now.Add(-fragmentTimeout)
-	if full {
+	if full && len(d.pending) > 0 {
 		var firsts []time.Time
 		for _, g := range d.pending {
 			firsts = append(firsts, g.first)
@@ -136,7 +154,7 @@ func (d *defragmenter) expire(now time.Time, full bool) {
 			for range g.parts {
 				d.skip(SkipFragment)
 			}
-			delete(d.pending, k)
+			d.forget(k, g)
 		}
 	}
 }

@@ -199,7 +199,7 @@ svg .grid{stroke:#e4e4e4}
 <table><tr><th>category</th><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th></tr>
 {{range cats}}{{$c := index $r.Categories .}}<tr><td>{{.}}</td><td>{{total $c}}</td><td>{{$c.Sent}}</td><td>{{$c.Slipped}}</td><td>{{$c.Dropped}}</td></tr>
 {{end}}<tr><th>all</th><th>{{$r.Responses}}</th><th>{{$r.Sent}}</th><th>{{$r.Slipped}}</th><th>{{$r.Dropped}}</th></tr></table>
-<p>Queries {{$r.Queries}}, dropped by requests-per-second {{$r.RequestsDropped}}. Bytes of responses captured {{$r.Bytes.Captured}}, would have been sent {{$r.Bytes.Sent}} ({{.Cut}} cut). Networks limited at least once: {{$r.LimitedNetworks}}.</p>
+<p>Queries {{$r.Queries}}, dropped by requests-per-second {{$r.RequestsDropped}}, without a response in the input {{$r.Unanswered}}. Bytes of responses captured {{$r.Bytes.Captured}}, would have been sent {{$r.Bytes.Sent}} ({{.Cut}} cut). Networks limited at least once: {{$r.LimitedNetworks}}.</p>
 {{.Overall}}
 {{range .Networks}}{{.}}{{end}}
 {{if $r.Networks}}<h3>Most limited networks</h3>

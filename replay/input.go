@@ -43,8 +43,10 @@ func (r *Replay) ReadFile(path string) error {
 // Read replays a capture read from in, as ReadFile does.
 func (r *Replay) Read(in io.Reader) error {
 	br := bufio.NewReaderSize(in, 1<<16)
-	magic, _ := br.Peek(4)
+	magic, err := br.Peek(4)
 	switch {
+	case len(magic) < 4 && err != nil && err != io.EOF:
+		return err // such as a directory, or a failing disk
 	case len(magic) < 4:
 		return ErrNotCapture
 	case bytes.Equal(magic, []byte{0x0a, 0x0d, 0x0d, 0x0a}):

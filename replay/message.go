@@ -29,7 +29,7 @@ const (
 	SkipTCPGap           = "TCP data lost or out of order"
 	SkipTCPOverflow      = "TCP stream over the reassembly limit"
 	SkipDnstapType       = "dnstap message not a client query or response"
-	SkipDnstapIncomplete = "dnstap message without address or DNS message"
+	SkipDnstapIncomplete = "dnstap message without address, time or DNS message"
 	SkipNoQuestion       = "query without a question (not limited)"
 	SkipOutOfZone        = "outside the limited zones"
 	SkipBadRecord        = "unreadable capture record"

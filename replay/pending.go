@@ -15,12 +15,13 @@ type pendingKey struct {
 }
 
 // pendingQuery is what the response needs to know of its query: whether it
-// had a valid server cookie, and for which configurations it was dropped
-// (bit i for the i-th).
+// had a valid server cookie, for which configurations it was dropped (bit
+// i for the i-th), and whether it was answered already.
 type pendingQuery struct {
-	at      time.Time
-	valid   bool
-	dropped uint64
+	at       time.Time
+	valid    bool
+	dropped  uint64
+	answered bool // a response came: later ones (over TCP) continue it
 }
 
 // Bounds of the table of queries awaiting a response: a response that
@@ -34,11 +35,12 @@ const (
 // pendingTable holds queries until their response comes, in a map and a
 // queue in arrival order, through which they expire.
 type pendingTable struct {
-	m     map[pendingKey]pendingQuery
-	queue []pendingKey // ring buffer of keys in arrival order
-	times []time.Time
-	head  int
-	n     int
+	m          map[pendingKey]pendingQuery
+	queue      []pendingKey // ring buffer of keys in arrival order
+	times      []time.Time
+	head       int
+	n          int
+	unanswered int64 // queries forgotten without a response
 }
 
 func newPendingTable() *pendingTable {
@@ -56,6 +58,9 @@ func (t *pendingTable) put(k pendingKey, q pendingQuery) {
 	i := (t.head + t.n) % len(t.queue)
 	t.queue[i], t.times[i] = k, q.at
 	t.n++
+	if old, ok := t.m[k]; ok && !old.answered {
+		t.unanswered++ // the client asked again under the same ID and port
+	}
 	t.m[k] = q
 }
 
@@ -74,6 +79,9 @@ func (t *pendingTable) grow() {
 func (t *pendingTable) pop() {
 	k, at := t.queue[t.head], t.times[t.head]
 	if q, ok := t.m[k]; ok && q.at.Equal(at) {
+		if !q.answered {
+			t.unanswered++
+		}
 		delete(t.m, k)
 	}
 	t.head = (t.head + 1) % len(t.queue)
@@ -86,6 +94,18 @@ func (t *pendingTable) expire(now time.Time) {
 	for t.n > 0 && t.times[t.head].Before(limit) {
 		t.pop()
 	}
+}
+
+// unansweredNow returns the queries that had no response: those forgotten
+// without one, and those still waiting.
+func (t *pendingTable) unansweredNow() int64 {
+	n := t.unanswered
+	for _, q := range t.m {
+		if !q.answered {
+			n++
+		}
+	}
+	return n
 }
 
 // take returns and forgets the query of key.

@@ -206,8 +206,14 @@ func (r *Replay) validCookie(cookie int, m *Message, client netip.Addr) bool {
 }
 
 func (r *Replay) response(m *Message) {
-	id := binary.BigEndian.Uint16(m.Wire)
-	p, matched := r.pending.take(pendingKey{m.Client, id, m.UDP})
+	key := pendingKey{m.Client, binary.BigEndian.Uint16(m.Wire), m.UDP}
+	p, matched := r.pending.take(key)
+	if matched && !m.UDP {
+		// A query over TCP may have several responses (a zone transfer):
+		// the servers charge its request and its first response, and send
+		// the others as they did the first.
+		r.pending.put(key, pendingQuery{at: m.Time, valid: p.valid, dropped: p.dropped, answered: true})
+	}
 	if !matched {
 		// The query was not seen (a capture of responses only, or one
 		// that began after it): charge it now, with the response.
@@ -246,6 +252,8 @@ func (r *Replay) response(m *Message) {
 		switch {
 		case p.dropped&(1<<i) != 0:
 			act = rrl.Drop
+		case p.answered:
+			act = rrl.Send // over TCP: a response limit never keeps it
 		case p.valid:
 			act = rrl.Send
 			e.report.rep.CookieExempt++
@@ -327,6 +335,7 @@ func (lc *limiterConfig) network(addr netip.Addr) netip.Prefix {
 // sweep's values (one report without a sweep).
 func (r *Replay) Reports() []*Report {
 	var out []*Report
+	unanswered := r.pending.unansweredNow()
 	for _, e := range r.engines {
 		rep := e.report.report(r.opts.Top)
 		rep.Setting = e.label
@@ -338,6 +347,7 @@ func (r *Replay) Reports() []*Report {
 		}
 		rep.Last = r.now
 		rep.Packets = r.packets.Load()
+		rep.Unanswered = unanswered
 		rep.Zones = r.zones
 		rep.Skipped = make(map[string]int64, len(r.skipped))
 		for k, v := range r.skipped {

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -30,15 +32,16 @@ type Report struct {
 	Sent            int64 `json:"sent"`
 	Slipped         int64 `json:"slipped"`
 	Dropped         int64 `json:"dropped"`
-	CookieExempt    int64 `json:"cookie_exempt"`           // sent unlimited: the query had a valid server cookie
-	Unmatched       int64 `json:"responses_without_query"` // charged as query and response at once
+	CookieExempt    int64 `json:"cookie_exempt"`            // sent unlimited: the query had a valid server cookie
+	Unmatched       int64 `json:"responses_without_query"`  // charged as query and response at once
+	Unanswered      int64 `json:"queries_without_response"` // no response in the input: lost, or not sent by the server
 
 	Categories map[string]*Counts `json:"categories"`
 
-	LimitedNetworks  int             `json:"limited_networks"` // distinct networks limited at least once
-	UntrackedLimited int64           `json:"untracked_limited,omitempty"`
-	Networks         []*NetworkEntry `json:"networks"` // the most limited networks, most first
-	Limited          []*TupleEntry   `json:"limited"`  // the most limited tuples, most first
+	LimitedNetworks int             `json:"limited_networks"`           // distinct networks limited at least once
+	EvictedNetworks int             `json:"evicted_networks,omitempty"` // dropped from the full table of networks
+	Networks        []*NetworkEntry `json:"networks"`                   // the most limited networks, most first
+	Limited         []*TupleEntry   `json:"limited"`                    // the most limited tuples, most first
 
 	Bytes   Bytes            `json:"bytes"`
 	Skipped map[string]int64 `json:"skipped"`
@@ -109,13 +112,18 @@ type tupleKey struct {
 }
 
 // reportBuilder accumulates one configuration's Report, in memory bounded
-// by maxTracked networks and tuples and by the timeline's buckets.
+// by maxTracked networks and tuples and by the timeline's buckets. When a
+// table is full, its less limited half is evicted, as heavy-hitter
+// counting does, so that a network limited heavily late in the input still
+// makes the report after a spray of networks limited a little each filled
+// the table.
 type reportBuilder struct {
 	rep        Report
 	cats       [rrl.AllowanceLast]Counts
 	networks   map[netip.Prefix]*NetworkEntry
 	tuples     map[tupleKey]*TupleEntry
 	maxTracked int
+	limited    int // networks entered in the table, evicted ones included
 	timeline   timelineBuilder
 }
 
@@ -168,7 +176,10 @@ func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTu
 	key := tupleKey{network: n, cat: cat}
 	key.qtype, key.name = tupleFields(t)
 	te := b.tuples[key]
-	if te == nil && act != rrl.Send && len(b.tuples) < b.maxTracked {
+	if te == nil && act != rrl.Send {
+		if len(b.tuples) >= b.maxTracked {
+			b.evictTuples()
+		}
 		te = &TupleEntry{Network: n.String(), Category: categoryNames[cat], Name: key.name, First: at}
 		if key.qtype != 0 {
 			te.Type = dns.Type(key.qtype).String()
@@ -213,12 +224,47 @@ func (b *reportBuilder) network(n netip.Prefix, at time.Time) *NetworkEntry {
 		return e
 	}
 	if len(b.networks) >= b.maxTracked {
-		b.rep.UntrackedLimited++
-		return nil
+		b.evictNetworks()
 	}
 	e := &NetworkEntry{Network: n.String(), First: at, Last: at, prefix: n}
 	b.networks[n] = e
+	b.limited++
 	return e
+}
+
+// evictNetworks drops the less limited half of the networks' table (the
+// least recently limited first among equals); their tuples go with them.
+func (b *reportBuilder) evictNetworks() {
+	entries := slices.Collect(maps.Values(b.networks))
+	slices.SortFunc(entries, func(x, y *NetworkEntry) int {
+		return cmp.Or(cmp.Compare(x.denied()+x.RequestsDropped, y.denied()+y.RequestsDropped),
+			x.Last.Compare(y.Last), x.prefix.Addr().Compare(y.prefix.Addr()), cmp.Compare(x.prefix.Bits(), y.prefix.Bits()))
+	})
+	gone := map[netip.Prefix]bool{}
+	for _, e := range entries[:max(1, len(entries)/2)] {
+		delete(b.networks, e.prefix)
+		gone[e.prefix] = true
+	}
+	b.rep.EvictedNetworks += len(gone)
+	for k := range b.tuples {
+		if gone[k.network] {
+			delete(b.tuples, k)
+		}
+	}
+}
+
+// evictTuples drops the less limited half of the tuples' table.
+func (b *reportBuilder) evictTuples() {
+	keys := slices.Collect(maps.Keys(b.tuples))
+	slices.SortFunc(keys, func(x, y tupleKey) int {
+		tx, ty := b.tuples[x], b.tuples[y]
+		return cmp.Or(cmp.Compare(tx.denied(), ty.denied()), tx.Last.Compare(ty.Last),
+			x.network.Addr().Compare(y.network.Addr()), cmp.Compare(x.network.Bits(), y.network.Bits()),
+			cmp.Compare(x.cat, y.cat), cmp.Compare(x.qtype, y.qtype), strings.Compare(x.name, y.name))
+	})
+	for _, k := range keys[:max(1, len(keys)/2)] {
+		delete(b.tuples, k)
+	}
 }
 
 // report finishes the Report, listing the top most limited networks and tuples.
@@ -229,7 +275,7 @@ func (b *reportBuilder) report(top int) *Report {
 		c := b.cats[i]
 		r.Categories[categoryNames[i]] = &c
 	}
-	r.LimitedNetworks = len(b.networks)
+	r.LimitedNetworks = b.limited
 	for _, e := range b.networks {
 		r.Networks = append(r.Networks, e)
 	}

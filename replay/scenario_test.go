@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -336,5 +337,74 @@ func TestConcurrentStatsAndStop(t *testing.T) {
 	watchers.Wait()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Queries without a response in the capture (as from a server that already
+// drops them, or packets the capture lost) are counted: over UDP and TCP,
+// a query repeated under the same ID and port before its answer, and one
+// still waiting when the capture ends; answered ones, and the later
+// messages of a TCP answer, are not.
+func TestQueriesWithoutResponse(t *testing.T) {
+	var ex []capgen.Exchange
+	for i := 0; i < 12; i++ {
+		q := capgen.Query(uint16(i), "www.example.org.", dns.TypeA, "")
+		e := capgen.Exchange{At: start.Add(time.Duration(i) * 2 * time.Second), Client: addrPort(fmt.Sprintf("203.0.113.%d:4000", i)),
+			Server: capgen.Server, TCP: i%3 == 0, Query: q}
+		if i%2 == 0 {
+			e.Response = capgen.Response(q, capgen.Answer, "example.org.")
+		}
+		ex = append(ex, e)
+	}
+	// The last client asks again, under the same ID and port, and is answered once.
+	again := ex[11]
+	again.At = again.At.Add(time.Second)
+	again.Response = capgen.Response(again.Query, capgen.Answer, "example.org.")
+	ex = append(ex, again)
+	rep := replayBytes(t, replay.Options{}, pcapOf(t, ethernet, false, ex))
+	if rep.Queries != 13 || rep.Responses != 7 || rep.Unmatched != 0 {
+		t.Fatalf("%d queries, %d responses, %d without a query; want 13, 7, 0", rep.Queries, rep.Responses, rep.Unmatched)
+	}
+	if rep.Unanswered != 6 {
+		t.Errorf("%d queries without a response, want 6", rep.Unanswered)
+	}
+}
+
+// When more networks are limited than the report's table holds, the less
+// limited are evicted: a flood that begins after a spray of networks
+// limited once each filled the table still heads the report, with its
+// counts whole, and the table stays within its bound.
+func TestReportTableKeepsHeavyHitters(t *testing.T) {
+	var ex []capgen.Exchange
+	at := start
+	ask := func(client string) {
+		q := capgen.Query(uint16(len(ex)), "www.example.org.", dns.TypeA, "")
+		ex = append(ex, capgen.Exchange{At: at, Client: addrPort(client), Server: capgen.Server, Query: q,
+			Response: capgen.Response(q, capgen.Answer, "example.org.")})
+		at = at.Add(time.Millisecond)
+	}
+	for i := 0; i < 200; i++ { // two at once from each: the second is limited
+		ask(fmt.Sprintf("10.%d.%d.1:4000", i/250, i%250))
+		ask(fmt.Sprintf("10.%d.%d.1:4001", i/250, i%250))
+	}
+	for i := 0; i < 100; i++ {
+		ask("198.51.100.7:5000")
+	}
+	kv := []string{"responses-per-second=1", "max-table-size=50"}
+	exp := decide(t, kv, ex, nil)
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...), Top: -1}, pcapOf(t, ethernet, false, ex))
+	checkCounts(t, rep, exp)
+	if len(rep.Networks) > 50 || len(rep.Limited) > 50 {
+		t.Errorf("report tables hold %d networks and %d tuples, beyond 50", len(rep.Networks), len(rep.Limited))
+	}
+	if rep.EvictedNetworks == 0 || rep.LimitedNetworks != 201 {
+		t.Errorf("%d networks evicted, %d limited; want some, and 201", rep.EvictedNetworks, rep.LimitedNetworks)
+	}
+	victim := rep.Networks[0]
+	if victim.Network != "198.51.100.0/24" || victim.Slipped+victim.Dropped < 90 || victim.Sent+victim.Slipped+victim.Dropped != 100-1 {
+		t.Errorf("the most limited network: %+v; want 198.51.100.0/24 with its 99 responses from its first limited on", victim)
+	}
+	if top := rep.Limited[0]; top.Network != "198.51.100.0/24" || top.Slipped+top.Dropped != victim.Slipped+victim.Dropped {
+		t.Errorf("the most limited tuple: %+v", top)
 	}
 }

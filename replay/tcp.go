@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"cmp"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -14,14 +16,22 @@ const (
 )
 
 // Bounds of the reassembler, so that memory stays bounded whatever the
-// capture: flows tracked at once, and data held out of order per flow.
+// capture: flows tracked at once, data held out of order per flow, and
+// bytes held by all flows together (incomplete messages and segments ahead
+// of a gap), which a spray of spoofed segments, each opening a flow with
+// the start of a long message, would otherwise grow to maxFlows times the
+// per-flow bounds.
 const (
 	maxFlows       = 1 << 16
 	maxOutOfOrder  = 64
 	maxHeldBytes   = 1 << 18
+	maxHeldTotal   = 64 << 20
 	flowIdle       = 2 * time.Minute
 	sweepEverySegs = 1 << 14
 )
+
+// keepBuf is the largest buffer an idle flow keeps for its next message.
+const keepBuf = 4096
 
 // tcpSegment is one TCP segment of a DNS connection, with its sides known.
 type tcpSegment struct {
@@ -51,6 +61,10 @@ type flow struct {
 	lastSeen time.Time
 }
 
+// bytes is the memory the flow holds for data: its buffer and the
+// segments ahead of a gap.
+func (f *flow) bytes() int { return cap(f.buf) + f.held }
+
 type heldSegment struct {
 	seq  uint32
 	data []byte
@@ -63,6 +77,7 @@ type heldSegment struct {
 // given up until the connection ends, since its framing is lost.
 type reassembler struct {
 	flows map[flowKey]*flow
+	held  int // the bytes of all flows
 	skip  func(string)
 	emit  func(*Message)
 	msg   Message
@@ -84,6 +99,7 @@ func (r *reassembler) segment(s *tcpSegment) {
 			f = r.add(key)
 		}
 		s.seq++ // the SYN takes a sequence number; data in it (TCP Fast Open) follows
+		r.held -= f.held
 		*f = flow{next: s.seq, buf: f.buf[:0]}
 	}
 	if f == nil {
@@ -97,11 +113,22 @@ func (r *reassembler) segment(s *tcpSegment) {
 	}
 	f.lastSeen = s.at
 	if len(s.payload) > 0 {
+		before := f.bytes()
 		r.data(f, s)
+		r.held += f.bytes() - before
+		if r.held > maxHeldTotal {
+			r.shed()
+		}
 	}
 	if s.flags&(tcpFIN|tcpRST) != 0 {
-		delete(r.flows, key)
+		r.forget(key, f)
 	}
+}
+
+// forget drops a flow.
+func (r *reassembler) forget(key flowKey, f *flow) {
+	r.held -= f.bytes()
+	delete(r.flows, key)
 }
 
 func (r *reassembler) add(key flowKey) *flow {
@@ -113,23 +140,63 @@ func (r *reassembler) add(key flowKey) *flow {
 	return f
 }
 
-// evict makes room by dropping an eighth of the flows, in map order (which
-// is random): cheaper than finding the oldest, and rare.
+// evict makes room by dropping the eighth of the flows seen least
+// recently. The order is the flows' own (not the map's, which is random),
+// so that a replay stays deterministic.
 func (r *reassembler) evict() {
-	n := len(r.flows) / 8
-	for k := range r.flows {
-		if n--; n < 0 {
-			break
-		}
-		delete(r.flows, k)
+	for _, k := range r.oldestFirst(false)[:len(r.flows)/8] {
+		r.forget(k, r.flows[k])
 	}
+}
+
+// shed brings the bytes held by all flows back under three quarters of
+// maxHeldTotal, giving up the flows seen least recently that hold data. A
+// flow given up stays known, as broken, so that its later segments are not
+// read out of frame.
+func (r *reassembler) shed() {
+	for _, k := range r.oldestFirst(true) {
+		if r.held <= maxHeldTotal/4*3 {
+			return
+		}
+		f := r.flows[k]
+		r.held -= f.bytes()
+		r.breakFlow(f, SkipTCPOverflow)
+	}
+}
+
+// oldestFirst returns the keys of the flows (of those holding data, if
+// holding), seen least recently first, ties broken by the key.
+func (r *reassembler) oldestFirst(holding bool) []flowKey {
+	keys := make([]flowKey, 0, len(r.flows))
+	for k, f := range r.flows {
+		if !holding || f.bytes() > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b flowKey) int {
+		if c := r.flows[a].lastSeen.Compare(r.flows[b].lastSeen); c != 0 {
+			return c
+		}
+		return cmp.Or(a.client.Compare(b.client), a.server.Compare(b.server), boolCompare(a.fromServer, b.fromServer))
+	})
+	return keys
+}
+
+func boolCompare(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // sweep forgets flows not seen since before.
 func (r *reassembler) sweep(before time.Time) {
 	for k, f := range r.flows {
 		if f.lastSeen.Before(before) {
-			delete(r.flows, k)
+			r.forget(k, f)
 		}
 	}
 }
@@ -139,7 +206,7 @@ func (r *reassembler) data(f *flow, s *tcpSegment) {
 		return
 	}
 	if s.lost {
-		r.breakFlow(f)
+		r.breakFlow(f, SkipTCPGap)
 		return
 	}
 	p := s.payload
@@ -151,7 +218,7 @@ func (r *reassembler) data(f *flow, s *tcpSegment) {
 		p = p[-diff:]
 	case diff > 0: // ahead of a gap: hold it
 		if len(f.ahead) >= maxOutOfOrder || f.held+len(p) > maxHeldBytes {
-			r.breakFlow(f)
+			r.breakFlow(f, SkipTCPGap)
 			return
 		}
 		f.ahead = append(f.ahead, heldSegment{s.seq, append([]byte(nil), p...)})
@@ -185,8 +252,9 @@ func (r *reassembler) fillFromAhead(f *flow, s *tcpSegment) bool {
 	return false
 }
 
-func (r *reassembler) breakFlow(f *flow) {
-	r.skip(SkipTCPGap)
+// breakFlow gives up the flow until its connection ends, for reason.
+func (r *reassembler) breakFlow(f *flow, reason string) {
+	r.skip(reason)
 	f.broken, f.buf, f.ahead, f.held = true, nil, nil, 0
 }
 
@@ -207,7 +275,11 @@ func (r *reassembler) append(f *flow, p []byte, s *tcpSegment) {
 		p = p[2+n:]
 	}
 	if len(p) > maxHeldBytes {
-		r.breakFlow(f)
+		r.breakFlow(f, SkipTCPOverflow)
+		return
+	}
+	if len(p) == 0 && cap(f.buf) > keepBuf {
+		f.buf = nil // the large message is done: do not hold its buffer
 		return
 	}
 	// Keep the incomplete rest; copy(f.buf, p) is safe when p lies in f.buf.

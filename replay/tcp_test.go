@@ -123,3 +123,27 @@ func TestTCPLostSegment(t *testing.T) {
 		t.Errorf("skipped %v, want one %q", rep.Skipped, replay.SkipTCPGap)
 	}
 }
+
+// A query answered by several messages over TCP (a zone transfer) is one
+// request: its later messages are neither charged as requests again nor
+// counted as responses without a query, as the servers charge them once.
+func TestTCPSeveralMessagesToOneQuery(t *testing.T) {
+	q := capgen.Query(7, "example.org.", dns.TypeAXFR, "")
+	r := capgen.Response(q, capgen.Answer, "example.org.")
+	var ss []byte
+	for i := 0; i < 5; i++ {
+		ss = append(ss, framed(r)...)
+	}
+	segs := []segment{
+		{false, 0, capgen.SYN, nil},
+		{true, 0, capgen.SYN, nil},
+		{false, 1, 0, framed(q)},
+		{true, 1, 0, ss},
+		{false, 1 + uint32(len(framed(q))), capgen.FIN, nil},
+	}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, "requests-per-second=1", "window=1")}, tcpCapture(t, "203.0.113.9:4000", segs))
+	if rep.Queries != 1 || rep.RequestsDropped != 0 || rep.Responses != 5 || rep.Sent != 5 || rep.Unmatched != 0 {
+		t.Errorf("%d queries (%d dropped), %d responses (%d sent), %d without query; want 1 (0), 5 (5), 0",
+			rep.Queries, rep.RequestsDropped, rep.Responses, rep.Sent, rep.Unmatched)
+	}
+}

@@ -81,12 +81,12 @@ func (r *Report) writeText(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "%-8s\t%d\t%d\t%d\t%d\t\n", "all", r.Responses, r.Sent, r.Slipped, r.Dropped)
 	tw.Flush()
-	fmt.Fprintf(w, "\nqueries %d, dropped by requests-per-second %d; responses sent unlimited for a valid server cookie %d; responses whose query was not seen %d\n",
-		r.Queries, r.RequestsDropped, r.CookieExempt, r.Unmatched)
+	fmt.Fprintf(w, "\nqueries %d, dropped by requests-per-second %d, without a response in the input %d\n", r.Queries, r.RequestsDropped, r.Unanswered)
+	fmt.Fprintf(w, "responses sent unlimited for a valid server cookie %d; responses whose query was not seen %d\n", r.CookieExempt, r.Unmatched)
 	fmt.Fprintf(w, "bytes of responses: captured %d, would have been sent %d (%s cut)\n", r.Bytes.Captured, r.Bytes.Sent, r.Bytes.cut())
 	fmt.Fprintf(w, "networks limited at least once: %d", r.LimitedNetworks)
-	if r.UntrackedLimited > 0 {
-		fmt.Fprintf(w, " (and more: %d limited responses of networks beyond the report's table)", r.UntrackedLimited)
+	if r.EvictedNetworks > 0 {
+		fmt.Fprintf(w, " (the report's table of networks filled up: %d of the least limited were dropped from it, and one limited again is counted again)", r.EvictedNetworks)
 	}
 	fmt.Fprintln(w)
 

@@ -36,14 +36,17 @@ rrl-replay reads the dnstap that a running server writes (CoreDNS:
 "dnstap unix:///path full") until interrupted or -duration has passed,
 then reports.
 
-Example:
+Examples:
   rrl-replay -set responses-per-second=5 -sweep slip-ratio=1,2,3 capture.pcap
+  rrl-replay -corefile Corefile -server-port 5353 -json capture.pcapng
 
 Queries are charged as the servers charge them, when they arrive; their
 responses unless the query carried a valid server cookie. A server cookie
 is assumed valid unless -cookie-secret is given to check it.
 
-Settings (-set, -sweep) take the core's keywords:
+Settings (-set, -sweep) take the core's keywords, as a Corefile's rrl
+block does; every rate is off until set, so with no settings nothing is
+limited:
   %s
 
 Flags:
@@ -149,19 +152,26 @@ func (c *cli) options() (replay.Options, error) {
 	for _, s := range c.sets {
 		set, err := replay.ParseSetting(s)
 		if err != nil {
-			return opts, fmt.Errorf("-set %v", err)
+			return opts, fmt.Errorf("-set: %s", strings.TrimPrefix(err.Error(), "rrl: "))
 		}
 		opts.Settings = append(opts.Settings, set)
 	}
 	if c.sweep != "" {
 		sw, err := replay.ParseSweep(c.sweep)
 		if err != nil {
-			return opts, fmt.Errorf("-sweep %v", err)
+			return opts, fmt.Errorf("-sweep: %s", strings.TrimPrefix(err.Error(), "rrl: "))
 		}
 		opts.Sweep = sw
 	}
 	if c.zones != "" {
-		opts.Zones = strings.Split(c.zones, ",")
+		opts.Zones = nil
+		for _, z := range strings.Split(c.zones, ",") {
+			if z = strings.TrimSpace(z); z == "" {
+				// "" would be the root zone: every name, silently.
+				return opts, fmt.Errorf("-zones %q: an empty zone; write . for the root", c.zones)
+			}
+			opts.Zones = append(opts.Zones, z)
+		}
 	}
 	if c.secret != "" {
 		opts.CookieSecrets = nil

@@ -33,13 +33,15 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, 2, "give capture files or -listen"},
-		{[]string{"-set", "responses-per-second=fast", sample}, 2, `-set rrl: responses-per-second "fast"`},
+		{[]string{"-set", "responses-per-second=fast", sample}, 2, `-set: responses-per-second "fast"`},
 		{[]string{"-set", "responses-per-second", sample}, 2, `want keyword=value`},
-		{[]string{"-sweep", "window=1,0", sample}, 2, `-sweep rrl: window "0"`},
+		{[]string{"-sweep", "window=1,0", sample}, 2, `-sweep: window "0"`},
 		{[]string{"-cookie-secret", "abc", sample}, 2, "-cookie-secret: want exactly 32 hex digits"},
 		{[]string{"-top", "0", sample}, 2, "-top 0"},
+		{[]string{"-zones", "example.org,", sample}, 2, `-zones "example.org,": an empty zone`},
 		{[]string{"-corefile", "nonexistent.Corefile", sample}, 2, "nonexistent.Corefile"},
 		{[]string{"main.go"}, 1, "rrl-replay: main.go: not a pcap, pcapng or dnstap file\n"},
+		{[]string{"."}, 1, "rrl-replay: .: read .: is a directory\n"},
 		{[]string{"-listen", "udp:1.2.3.4:5"}, 1, "want unix:/path/to/socket or tcp:127.0.0.1:PORT"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
@@ -136,5 +138,23 @@ func TestCorefileTextHTML(t *testing.T) {
 	code, _, stderr = runCLI(t, "-corefile", corefile, sample)
 	if code != 2 || !strings.Contains(stderr, corefile+":4 - Error during parsing: window \"0\"") {
 		t.Errorf("exit %d, %q", code, stderr)
+	}
+}
+
+// -zones takes names with spaces after the commas, as people write lists.
+func TestZonesWithSpaces(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "-json", "-zones", "example.net, example.org", sample)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		Zones     []string
+		Responses int64
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Zones) != 2 || r.Zones[1] != "example.org." || r.Responses != 1000 {
+		t.Errorf("zones %q, %d responses; want example.org. among them and 1000", r.Zones, r.Responses)
 	}
 }

@@ -50,7 +50,8 @@ func (t *TapWriter) Write(e *Exchange) error {
 }
 
 // Encode writes one message of the given type about the exchange, with
-// wire as its DNS message (none if nil).
+// wire as its DNS message (none if nil), stamped at (no time of its kind
+// if at is zero).
 func (t *TapWriter) Encode(e *Exchange, typ dnstap.Message_Type, at time.Time, wire []byte) error {
 	protocol := dnstap.SocketProtocol_UDP
 	if e.TCP {
@@ -69,6 +70,12 @@ func (t *TapWriter) Encode(e *Exchange, typ dnstap.Message_Type, at time.Time, w
 	default:
 		m.QueryTimeSec, m.QueryTimeNsec = proto.Uint64(uint64(at.Unix())), proto.Uint32(uint32(at.Nanosecond()))
 		m.QueryMessage = wire
+	}
+	if at.IsZero() {
+		m.QueryTimeSec, m.QueryTimeNsec, m.ResponseTimeSec, m.ResponseTimeNsec = nil, nil, nil, nil
+		if typ == dnstap.Message_CLIENT_RESPONSE || typ == dnstap.Message_AUTH_RESPONSE {
+			m.QueryTimeSec = proto.Uint64(uint64(e.At.Unix())) // a response's query time alone
+		}
 	}
 	kind := dnstap.Dnstap_MESSAGE
 	return t.enc.Encode(&dnstap.Dnstap{Type: &kind, Message: m})
