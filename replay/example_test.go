@@ -32,7 +32,7 @@ func Example() {
 	n := rep.Networks[0]
 	fmt.Printf("most limited: %s from %s\n", n.Network, n.First.Format("15:04:05.000"))
 	// Output:
-	// 1000 responses: 635 sent, 48 slipped, 317 dropped (269 of them with their query)
-	// 60086 bytes of 145929 would have been sent
+	// 1000 responses: 635 sent, 157 slipped, 208 dropped (52 of them with their query)
+	// 63247 bytes of 145929 would have been sent
 	// most limited: 198.51.100.0/24 from 12:00:05.240
 }
