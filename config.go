@@ -46,12 +46,15 @@ import (
 // that use cookies ask more than unproven UDP sources, and so that spoofed
 // UDP requests cannot spend the allowance of the network's real clients.
 // Until it is set, proven requests share the network's request account.
+// Set to 0, it lifts the request limit from proven sources, even when
+// requests-per-second is set.
 type Config struct {
 	window           int64 // nanoseconds
 	ipv4PrefixLength int
 	ipv6PrefixLength int
 	rates            [LimitKindLast]float64 // per second; 0 is off
 	rateSet          [LimitKindLast]bool    // set by SetValue (see rate for the defaults)
+	set              uint32                 // keywords set by SetValue, a bit each (keywordBits)
 	slipRatio        int
 	qpsScale         float64
 	maxTableSize     int
@@ -98,6 +101,31 @@ var rateKeywords = func() map[string]LimitKind {
 // is allowed, for an unknown keyword or a value that is unparsable, out of
 // range, negative, NaN or infinite; the Config is then unchanged.
 func (c *Config) SetValue(keyword, value string) error {
+	if err := c.setValue(keyword, value); err != nil {
+		return err
+	}
+	c.set |= keywordBits[keyword]
+	return nil
+}
+
+// IsSet reports whether SetValue has set keyword on c. A setting not set
+// has its default, which for the per-category rates is
+// responses-per-second and for proven-requests-per-second is
+// requests-per-second (Value returns it). To copy a Config's settings,
+// copy those set: setting proven-requests-per-second, even to the value
+// Value reads back, gives proven sources accounts of their own.
+func (c *Config) IsSet(keyword string) bool { return c.set&keywordBits[keyword] != 0 }
+
+// keywordBits gives each keyword a bit of Config.set.
+var keywordBits = func() map[string]uint32 {
+	m := map[string]uint32{}
+	for i, k := range Keywords() {
+		m[k] = 1 << i
+	}
+	return m
+}()
+
+func (c *Config) setValue(keyword, value string) error {
 	if r, ok := rateKeywords[keyword]; ok {
 		f, err := parseRate(keyword, value)
 		if err != nil {
@@ -298,8 +326,9 @@ func (c *Config) rate(k LimitKind) float64 {
 // Value returns the setting named by keyword in the form SetValue reads,
 // so that a caller can read settings and defaults back: the effective
 // value, such as responses-per-second for a per-category rate not set, and
-// for exempt-clients the prefixes separated by spaces ("" for none). It
-// returns an error for an unknown keyword.
+// for exempt-clients the prefixes separated by spaces, or "" for none
+// (which SetValue refuses: there is nothing to set). IsSet tells a value
+// set from a default. It returns an error for an unknown keyword.
 func (c *Config) Value(keyword string) (string, error) {
 	if r, ok := rateKeywords[keyword]; ok {
 		return formatRate(c.rate(r)), nil

@@ -243,3 +243,50 @@ func TestStatsStringLabelsEveryNumber(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestCopyThroughIsSetAndValue copies a Config's set keywords through
+// Value into a new one, which must decide as the original does, and shows
+// why the copy must skip keywords not set: setting the proven allowance
+// read back from its default gives proven sources their own account.
+func TestCopyThroughIsSetAndValue(t *testing.T) {
+	orig := NewConfig()
+	for k, v := range map[string]string{"requests-per-second": "2", "responses-per-second": "5", "window": "20", "exempt-clients": "198.51.100.0/24"} {
+		if err := orig.SetValue(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copied, all := NewConfig(), NewConfig()
+	for _, k := range Keywords() {
+		v, _ := orig.Value(k)
+		if orig.IsSet(k) {
+			if err := copied.SetValue(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if v != "" {
+			all.SetValue(k, v)
+		}
+	}
+	for _, k := range []string{"requests-per-second", "exempt-clients"} {
+		if !orig.IsSet(k) || !copied.IsSet(k) {
+			t.Errorf("%s not set", k)
+		}
+	}
+	if orig.IsSet("proven-requests-per-second") || orig.IsSet("referrals-per-second") || orig.IsSet("slip-ratio") {
+		t.Error("a keyword left at its default reads as set")
+	}
+	if orig.SetValue("slip-ratio", "11") == nil || orig.IsSet("slip-ratio") {
+		t.Error("a refused SetValue marked its keyword set")
+	}
+	verdicts := func(c *Config) string {
+		c.SetNowFunc(newTestClock().Now)
+		r := NewRRL(c)
+		return requests(r, tcp("192.0.2.1"), false, 2) + requests(r, udp("192.0.2.1"), false, 2)
+	}
+	if got, want := verdicts(copied), verdicts(orig); got != want {
+		t.Errorf("the copy decides %s, the original %s", got, want)
+	}
+	if got := verdicts(all); got == verdicts(orig) {
+		t.Errorf("copying defaults too should have split the proven account (%s)", got)
+	}
+}

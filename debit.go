@@ -15,12 +15,15 @@ import (
 
 // Debit charges one response to src's accounts and says what to do with it:
 // Send, Drop, or Slip (send a truncated reply, or BADCOOKIE to a client that
-// sent a cookie, in place of the response). Call it for every response,
-// except to a client that presented a valid server cookie, whose source
-// cannot be spoofed. Debit charges the request too, after the work of
-// answering it is done; DebitRequest and DebitResponse split it in two so
-// that a request over its limit is refused before the work, and so that
-// requests with valid cookies are held to the request limit.
+// sent a cookie, in place of the response). Call it for every response.
+// Debit charges the request too, after the work of answering it is done;
+// DebitRequest and DebitResponse split it in two, so that a request over
+// its limit is refused before the work. A server that exempts clients with
+// a valid server cookie from the response limits (their source cannot be
+// spoofed) must use the two calls: DebitRequest for every request, cookie
+// or not, so that the request limits and qps-scale still see them, and
+// DebitResponse for the responses of the others. Skipping Debit for them
+// would let them escape the request limits too.
 //
 // The checks, in order:
 //  1. A client in exempt-clients: Send (IPExempt).
@@ -142,8 +145,8 @@ func (r *RRL) DebitResponseAddr(src netip.Addr, udp bool, tuple *ResponseTuple) 
 }
 
 // debitUDP is DebitAddr for a UDP response in an RRL that has none of
-// exempt-clients, a request limit, all-per-second and qps-scale: it goes
-// straight to the tuple's account.
+// exempt-clients, requests-per-second, proven-requests-per-second,
+// all-per-second and qps-scale: it goes straight to the tuple's account.
 func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTReason) {
 	var now int64 // r.now(), written out so that the coarse clock's read is inlined
 	if r.injected == nil {

@@ -5,11 +5,17 @@ import (
 	"strings"
 )
 
-// Stats counts the outcomes of Debit. An RRL keeps them in stripes (so that
+// Stats counts the outcomes of Debit, DebitResponse and DebitRequest, one
+// for each response (or for each request that Debit or DebitRequest refused),
+// since the last zeroing: a request that DebitRequest lets through is
+// counted with its response, a request DebitRequest refuses counts as a
+// Drop with IPRateLimit and RTNotReached in no category (RPS), and a
+// response the caller exempts without DebitResponse (a valid server
+// cookie) is not counted. An RRL keeps the counts in stripes (so that
 // processors counting at once do not write the same memory) and GetStats
 // sums them; a Stats value itself is not safe for concurrent use.
 type Stats struct {
-	RPS       [AllowanceLast]int64 // Debit calls by category, since the last zeroing
+	RPS       [AllowanceLast]int64 // responses counted, by category
 	Actions   [ActionLast]int64
 	IPReasons [IPLast]int64
 	RTReasons [RTLast]int64
