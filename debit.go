@@ -298,8 +298,9 @@ func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *st
 		if inDebt && kind < LimitRequests {
 			act, v = v.slipOrDrop(kind, r.slipRatio())
 		}
-		if ref.store(old, v.withLimited(inDebt)) {
-			return debited{inDebt, act, old.limited() != inDebt}
+		limited := old.limitedAfter(now, l, inDebt)
+		if ref.store(old, v.withLimited(limited)) {
+			return debited{inDebt, act, old.limited() != limited}
 		}
 		held = true // another Debit changed the balance: again
 	}

@@ -247,3 +247,42 @@ func TestRequestLimitServesItsAllowanceUnderAFlood(t *testing.T) {
 		t.Errorf("Debit served %d, DebitRequest %d", sent, served)
 	}
 }
+
+// TestRequestFloodIsOneEpisode: a network that asks twice as fast as
+// requests-per-second is refused every other request for as long as it
+// does; the observer must hear of one episode that starts with the first
+// refusal and stops once the network has slowed down, not of a start and
+// a stop for every request it is still served.
+func TestRequestFloodIsOneEpisode(t *testing.T) {
+	var starts, stops int
+	clock := newTestClock()
+	c := NewConfig()
+	c.SetValue("requests-per-second", "10")
+	c.SetNowFunc(clock.Now)
+	c.SetObserver(func(e Event) {
+		if e.LimitKind != LimitRequests {
+			t.Errorf("event of %v", e.LimitKind)
+		}
+		if e.Started {
+			starts++
+		} else {
+			stops++
+		}
+	})
+	r := NewRRL(c)
+	src := udp("192.0.2.1")
+	for range 200 { // 20 a second for 10 s
+		r.DebitRequest(src, false)
+		clock.Advance(50 * time.Millisecond)
+	}
+	if starts != 1 || stops != 0 {
+		t.Errorf("during the flood: %d starts, %d stops; want one start", starts, stops)
+	}
+	clock.Advance(2 * time.Second) // quiet: full credit earned back
+	if act, _ := r.DebitRequest(src, false); act != Send {
+		t.Fatalf("after the flood: %v", act)
+	}
+	if starts != 1 || stops != 1 {
+		t.Errorf("after the flood: %d starts, %d stops; want one of each", starts, stops)
+	}
+}

@@ -424,6 +424,21 @@ func (v balance) charge(now int64, l limit) (balance, bool) {
 	return v&^tatMask | balance(uint64(tat)&tatMask), tat > now
 }
 
+// limitedAfter reports whether the account is in a limiting episode after
+// a charge at now by l that left it in debt or not (inDebt). An episode
+// starts when the account goes into debt, and for most accounts ends when
+// it is out of debt. An account that sinks into no debt (a request
+// account) is refused only while its network asks too fast, and served in
+// between: its episode ends once it has earned back full credit, so that a
+// flood is one episode rather than a start and a stop for every request
+// served.
+func (v balance) limitedAfter(now int64, l limit, inDebt bool) bool {
+	if inDebt || l.debt != 0 || !v.limited() {
+		return inDebt
+	}
+	return v.tat(now) > now-l.credit
+}
+
 // slipOrDrop applies BIND's slip counter to a limited response: the first
 // limited response slips, then every ratio-th. Errors never slip.
 func (v balance) slipOrDrop(kind LimitKind, ratio int) (Action, balance) {
