@@ -97,8 +97,10 @@
 // wrap; one from more than 417 days ago reads as long past. Only an
 // account idle for a multiple of 834 days give or take an hour could read
 // as recent, and EndQuietEpisodes moves the time of accounts idle for over
-// 208 days forward (still long past), so a server that calls it at least
-// every 200 days never meets that case.
+// 208 days forward (still long past), so a server whose calls sweep the
+// whole table at least every 200 days never meets that case: one call a
+// day does for any table up to 32 million accounts (each call sweeps
+// 163,840), one call every 200 days for a table up to 163,840.
 //
 // # Memory
 //
@@ -150,7 +152,9 @@
 // that seeks an account another is adding at that instant: it yields
 // until the account is there, at most a hundred times, and then adds it
 // itself (the second copy is recycled in time, with the debits made to
-// it). Statistics are counted in stripes, one per goroutine stack among
+// it). Two Debits that add the same new account at the same instant, each
+// before it sees the other's, may likewise add it twice, losing a debit or
+// two. Statistics are counted in stripes, one per goroutine stack among
 // many, so that processors counting at once rarely write the same memory;
 // GetStats adds them up. EndQuietEpisodes sweeps at most 32,768 buckets per
 // call (the whole of a table of the default size), resuming where the last

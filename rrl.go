@@ -142,13 +142,13 @@ func (r *RRL) slipRatio() int {
 // flood stops: a server that logs episodes calls this every few seconds
 // (BIND reports an account idle for 60 seconds).
 //
-// Each call sweeps part of the table, at most 8,192 buckets (40,960
-// accounts, half a megabyte), and the next call resumes where it stopped,
-// so that no call takes long (a few hundred microseconds at most) and
-// Debits run on meanwhile: in a table of more than 40,960 accounts, an
-// episode ends within a few calls (three for the default size). A table
-// that holds few accounts is swept quickly, since pages of the table not
-// yet used are skipped.
+// Each call sweeps part of the table, at most 32,768 buckets (163,840
+// accounts, 2 MB), and the next call resumes where it stopped, so that no
+// call takes long and Debits run on meanwhile: a table of the default size
+// is swept whole by every call, and in a larger one an episode ends within
+// max-table-size/163,840 calls, rounded up. A table that holds few
+// accounts is swept quickly, since pages of the table not yet used are
+// skipped.
 func (r *RRL) EndQuietEpisodes(quiet time.Duration) int {
 	if r == nil {
 		return 0

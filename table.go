@@ -173,7 +173,10 @@ func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
 // it adds the account itself. The wait is for two stores of another Debit;
 // it ends early only if that Debit's goroutine is held up between them.
 // Then the account is added twice: the copy in the later place lies unused
-// until recycled, and the debits made to it are lost.
+// until recycled, and the debits made to it are lost. The same happens,
+// without a wait, when two Debits add the same account at once: each
+// looks for it, finds it neither held nor moving in, and takes a place
+// (the other's moving in, it skips).
 const maxWaits = 100
 
 // find returns the account with ident id in set i if the table holds it
