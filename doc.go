@@ -121,7 +121,14 @@
 // goes first. So the account of a network under a flood, deep in debt,
 // keeps its place through a spray of spoofed sources, even sources whose
 // own accounts run into debt; among accounts in credit the one least
-// recently debited goes, as in BIND. Where BIND chooses among all its
+// recently debited goes, as in BIND. A request account never goes into
+// debt (a refused request is not charged), so it ranks by its credit
+// alone: a spray that fills each bucket faster than the network's
+// allowance refills, with accounts of its own in debt, recycles the
+// request account of a network that asks too fast, which is then served
+// another second's allowance each time (a spray of 1,000 sources a second,
+// eight queries each, through a table of 1,000 lets such a network through
+// almost unlimited). Where BIND chooses among all its
 // accounts by their order of use, this table chooses among the five of a
 // bucket by their balances, so recycling starts as soon as a bucket is
 // full: a table under a spray holds 99% of max-table-size. No step scans
