@@ -126,9 +126,9 @@
 // alone: a spray that fills each bucket faster than the network's
 // allowance refills, with accounts of its own in debt, recycles the
 // request account of a network that asks too fast, which is then served
-// another second's allowance each time (a spray of 1,000 sources a second,
-// eight queries each, through a table of 1,000 lets such a network through
-// almost unlimited). Where BIND chooses among all its
+// another second's allowance each time (under a spray of 1,000 sources a
+// second, eight queries each, through a table of 1,000, a network asking
+// twice its allowance is served nearly every request). Where BIND chooses among all its
 // accounts by their order of use, this table chooses among the five of a
 // bucket by their balances, so recycling starts as soon as a bucket is
 // full: a table under a spray holds 99% of max-table-size. No step scans
