@@ -526,3 +526,46 @@ func TestEndQuietEpisodes(t *testing.T) {
 		t.Error("nil RRL")
 	}
 }
+
+// TestEndQuietEpisodesResumes: in a table larger than one call sweeps
+// (400,000 accounts, 80,000 buckets), each call sweeps its share and the
+// next resumes where it stopped, so that three calls end every quiet
+// episode, each once.
+func TestEndQuietEpisodesResumes(t *testing.T) {
+	clock := newTestClock()
+	ended := map[uint64]int{}
+	c := NewConfig()
+	c.SetValue("responses-per-second", "1")
+	c.SetValue("window", "5")
+	c.SetValue("max-table-size", "400000")
+	c.SetNowFunc(clock.Now)
+	c.SetObserver(func(e Event) {
+		if !e.Started {
+			ended[e.Account]++
+		}
+	})
+	r := NewRRL(c)
+	const sources = 3000
+	for i := range sources {
+		debitN(r, net.UDPAddrFromAddrPort(netip.AddrPortFrom(spraySource(i), 53)), answer("a."), 3) // in debt
+	}
+	clock.Advance(time.Minute)
+	var calls []int
+	for range 3 {
+		calls = append(calls, r.EndQuietEpisodes(time.Second))
+	}
+	if calls[0] == 0 || calls[0] == sources || calls[0]+calls[1]+calls[2] != sources {
+		t.Errorf("three sweeps ended %v episodes, want each a share of %d, all in all", calls, sources)
+	}
+	if n := r.EndQuietEpisodes(time.Second); n != 0 {
+		t.Errorf("a fourth sweep ended %d", n)
+	}
+	for id, n := range ended {
+		if n != 1 {
+			t.Errorf("account %#x ended %d times", id, n)
+		}
+	}
+	if len(ended) != sources {
+		t.Errorf("%d accounts ended, want %d", len(ended), sources)
+	}
+}
