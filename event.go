@@ -9,9 +9,9 @@ import "net/netip"
 // been out of debt for a while, or when the account is recycled while still
 // limited (Evicted). A request account (requests-per-second,
 // proven-requests-per-second) never goes into debt, since a refused request
-// is not charged: its episode stops on the first request it serves with
-// full credit earned back, so that a network asking too fast, served
-// between refusals, is one episode. Only the first of these knows the account's network
+// is not charged: its episode stops on the first request it serves after
+// holding full credit for an interval (a request's worth left unspent), so
+// that a network asking too fast, served between refusals, is one episode. Only the first of these knows the account's network
 // and tuple; Account matches the stop to its start.
 type Event struct {
 	Started bool

@@ -252,37 +252,46 @@ func TestRequestLimitServesItsAllowanceUnderAFlood(t *testing.T) {
 // requests-per-second is refused every other request for as long as it
 // does; the observer must hear of one episode that starts with the first
 // refusal and stops once the network has slowed down, not of a start and
-// a stop for every request it is still served.
+// a stop for every request it is still served. Also for a rate below one
+// a second, where a second's credit is a single request.
 func TestRequestFloodIsOneEpisode(t *testing.T) {
-	var starts, stops int
-	clock := newTestClock()
-	c := NewConfig()
-	c.SetValue("requests-per-second", "10")
-	c.SetNowFunc(clock.Now)
-	c.SetObserver(func(e Event) {
-		if e.LimitKind != LimitRequests {
-			t.Errorf("event of %v", e.LimitKind)
+	for _, c := range []struct {
+		rate  string
+		every time.Duration
+	}{{"10", 50 * time.Millisecond}, {"0.5", time.Second}} {
+		var starts, stops int
+		clock := newTestClock()
+		cfg := NewConfig()
+		cfg.SetValue("requests-per-second", c.rate)
+		cfg.SetNowFunc(clock.Now)
+		cfg.SetObserver(func(e Event) {
+			if e.LimitKind != LimitRequests {
+				t.Errorf("event of %v", e.LimitKind)
+			}
+			if e.Started {
+				starts++
+			} else {
+				stops++
+			}
+		})
+		r := NewRRL(cfg)
+		src := udp("192.0.2.1")
+		served := 0
+		for range 200 { // twice the rate
+			if act, _ := r.DebitRequest(src, false); act == Send {
+				served++
+			}
+			clock.Advance(c.every)
 		}
-		if e.Started {
-			starts++
-		} else {
-			stops++
+		if starts != 1 || stops != 0 || served < 90 {
+			t.Errorf("rate %s, during the flood: %d starts, %d stops, %d served; want one start, about 100 served", c.rate, starts, stops, served)
 		}
-	})
-	r := NewRRL(c)
-	src := udp("192.0.2.1")
-	for range 200 { // 20 a second for 10 s
-		r.DebitRequest(src, false)
-		clock.Advance(50 * time.Millisecond)
-	}
-	if starts != 1 || stops != 0 {
-		t.Errorf("during the flood: %d starts, %d stops; want one start", starts, stops)
-	}
-	clock.Advance(2 * time.Second) // quiet: full credit earned back
-	if act, _ := r.DebitRequest(src, false); act != Send {
-		t.Fatalf("after the flood: %v", act)
-	}
-	if starts != 1 || stops != 1 {
-		t.Errorf("after the flood: %d starts, %d stops; want one of each", starts, stops)
+		clock.Advance(5 * time.Second) // quiet: credit unspent
+		if act, _ := r.DebitRequest(src, false); act != Send {
+			t.Fatalf("rate %s, after the flood: %v", c.rate, act)
+		}
+		if starts != 1 || stops != 1 {
+			t.Errorf("rate %s, after the flood: %d starts, %d stops; want one of each", c.rate, starts, stops)
+		}
 	}
 }

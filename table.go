@@ -432,14 +432,16 @@ func (v balance) charge(now int64, l limit) (balance, bool) {
 // starts when the account goes into debt, and for most accounts ends when
 // it is out of debt. An account that sinks into no debt (a request
 // account) is refused only while its network asks too fast, and served in
-// between: its episode ends once it has earned back full credit, so that a
-// flood is one episode rather than a start and a stop for every request
-// served.
+// between: its episode ends once it has held full credit for an interval,
+// a request's worth left unspent, so that a flood is one episode rather
+// than a start and a stop for every request served. (Full credit alone
+// would not do: below one request a second, full credit is one request,
+// which a network asking twice too fast reaches before each it is served.)
 func (v balance) limitedAfter(now int64, l limit, inDebt bool) bool {
 	if inDebt || l.debt != 0 || !v.limited() {
 		return inDebt
 	}
-	return v.tat(now) > now-l.credit
+	return v.tat(now) > now-l.credit-l.interval
 }
 
 // slipOrDrop applies BIND's slip counter to a limited response: the first
