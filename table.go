@@ -173,10 +173,11 @@ func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
 // it adds the account itself. The wait is for two stores of another Debit;
 // it ends early only if that Debit's goroutine is held up between them.
 // Then the account is added twice: the copy in the later place lies unused
-// until recycled, and the debits made to it are lost. The same happens,
+// until recycled, and the debits made to it are lost. The same can happen,
 // without a wait, when two Debits add the same account at once: each
 // looks for it, finds it neither held nor moving in, and takes a place
-// (the other's moving in, it skips).
+// (the other's moving in, it skips); victim looks for it once more just
+// before, which leaves that a window of a few instructions.
 const maxWaits = 100
 
 // find returns the account with ident id in set i if the table holds it
@@ -228,10 +229,13 @@ func (t *bucketTable) findOrAdd(i uint64, id uint32, now, credit int64, s *strip
 // chooses, with full credit at now. It fails if another Debit changed that
 // place first.
 func (t *bucketTable) add(i uint64, id uint32, now, credit int64, s *stripe) (accountRef, gone, bool) {
-	b, j, old := t.victim(i, now)
+	b, j, old := t.victim(i, id, now)
 	if b == nil {
 		runtime.Gosched() // let the accounts moving in settle
 		return accountRef{}, gone{}, false
+	}
+	if old == id { // another Debit added it since findOrAdd looked
+		return accountRef{b, j, id}, gone{}, true
 	}
 	if !b.ident[j].CompareAndSwap(old, id&^1) {
 		return accountRef{}, gone{}, false
@@ -258,18 +262,22 @@ func (t *bucketTable) add(i uint64, id uint32, now, credit int64, s *stripe) (ac
 	return accountRef{b, j, id}, gone{accountID(i, old), kindOf(old), was.limited()}, true
 }
 
-// victim returns the place in set i for a new account and the ident it
-// holds: the first empty place, else that of the account with the
+// victim returns the place in set i for the account with ident id and the
+// ident it holds: the account's own place if another Debit has added it
+// meanwhile, else the first empty place, else that of the account with the
 // earliest tat, which is the one with the most credit or the least debt
 // (the first such); a nil bucket if new accounts are moving into every
-// place.
-func (t *bucketTable) victim(i uint64, now int64) (*bucket, int, uint32) {
+// place. Places are filled in order and never emptied, so the account's
+// own place, if any, comes before every empty one.
+func (t *bucketTable) victim(i uint64, id uint32, now int64) (*bucket, int, uint32) {
 	var vb *bucket
 	vj, vid, earliest := 0, uint32(0), int64(0)
 	for k := i * t.setBuckets; k < (i+1)*t.setBuckets; k++ {
 		b := t.bucket(k)
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
+			case v == id:
+				return b, j, id
 			case v == 0:
 				return b, j, 0
 			case v&1 == 1: // not moving in

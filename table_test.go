@@ -610,3 +610,34 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 		}
 	}
 }
+
+// TestAddFindsAccountAddedMeanwhile: a Debit that looked for an account
+// and did not find it may reach add after another Debit added it. add must
+// then use that account, not add a second copy in an empty place (or, in a
+// full bucket, recycle the account itself), which loses the debits made
+// to the first.
+func TestAddFindsAccountAddedMeanwhile(t *testing.T) {
+	l := limit{interval: int64(time.Second) / 5, credit: int64(time.Second), debt: 15 * int64(time.Second)}
+	for _, fill := range []int{0, 4} { // room in the bucket; a full bucket
+		tb := newBucketTable(1000)
+		st := &stripe{}
+		key := uint64(7)<<40 | 0x1230
+		i, id := tb.index(key), identOf(key, LimitResponses)
+		for k := range fill { // other accounts of the bucket, more in credit
+			tb.findOrAdd(i, identOf(key+uint64(k+1)<<4, LimitResponses), -int64(time.Hour), l.credit, st)
+		}
+		ref, _ := tb.findOrAdd(i, id, 0, l.credit, st)
+		v, _ := ref.load()
+		w, _ := v.charge(0, l)
+		if !ref.store(v, w) {
+			t.Fatal("store failed with no other Debit")
+		}
+		again, g, ok := tb.add(i, id, 0, l.credit, st)
+		if !ok || again != ref || g != (gone{}) || st.evictions.Load() != 0 {
+			t.Errorf("%d others: add of an account held gave place %d (held at %d), gone %+v, %d evictions", fill, again.i, ref.i, g, st.evictions.Load())
+		}
+		if got, _ := ref.load(); got != w {
+			t.Errorf("%d others: the debit made to the account was lost", fill)
+		}
+	}
+}
