@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -293,5 +294,43 @@ func TestRequestFloodIsOneEpisode(t *testing.T) {
 		if starts != 1 || stops != 1 {
 			t.Errorf("rate %s, after the flood: %d starts, %d stops; want one of each", c.rate, starts, stops)
 		}
+	}
+}
+
+// TestEndQuietEpisodesKeepsARequestFlood: a sweep ends the episode of a
+// request account only once its network has stopped asking too fast, by
+// the rule Debit applies, whatever the quiet time asked for: a sweep during
+// the flood ends nothing.
+func TestEndQuietEpisodesKeepsARequestFlood(t *testing.T) {
+	var starts, stops int
+	clock := newTestClock()
+	cfg := NewConfig()
+	cfg.SetValue("requests-per-second", "10")
+	cfg.SetNowFunc(clock.Now)
+	cfg.SetObserver(func(e Event) {
+		if e.Started {
+			starts++
+		} else {
+			stops++
+		}
+	})
+	r := NewRRL(cfg)
+	src := udp("192.0.2.1")
+	for i := range 200 { // twice the rate, with a sweep every half second
+		r.DebitRequest(src, false)
+		clock.Advance(50 * time.Millisecond)
+		if i%10 == 0 {
+			r.EndQuietEpisodes(0)
+		}
+	}
+	if starts != 1 || stops != 0 {
+		t.Errorf("during the flood: %d starts, %d stops; want one start", starts, stops)
+	}
+	clock.Advance(2 * time.Second)
+	if n := r.EndQuietEpisodes(math.MaxInt64); n != 0 {
+		t.Errorf("a sweep for accounts quiet for ever ended %d", n)
+	}
+	if n := r.EndQuietEpisodes(0); n != 1 || stops != 1 {
+		t.Errorf("after the flood a sweep ended %d, %d stops; want one", n, stops)
 	}
 }

@@ -135,7 +135,9 @@ func (r *RRL) slipRatio() int {
 }
 
 // EndQuietEpisodes ends the limiting episodes of accounts that have been
-// out of debt for at least quiet, reporting each to the observer as a stop
+// out of debt for at least quiet (a request account, which never goes into
+// debt: that has held full credit for an interval, as Debit has it, for at
+// least quiet), reporting each to the observer as a stop
 // (with Account and the limit set, and Network and Tuple zero), and returns
 // how many it ended. Debit ends an episode only when the account is asked
 // about again, and the victim of a spoofed flood usually is not once the
@@ -154,7 +156,16 @@ func (r *RRL) EndQuietEpisodes(quiet time.Duration) int {
 		return 0
 	}
 	now := r.now()
-	ended := r.table.sweep(now, now-int64(max(quiet, 0)), sweepBuckets, nil)
+	var before [LimitKindLast]int64
+	for k := range before {
+		before[k] = now - min(int64(max(quiet, 0)), maxClock) // no overflow below
+		if l := r.limits[k]; l.on() && l.debt == 0 {
+			// A request account, never in debt, is out of its limit once
+			// it has held full credit for an interval (see limitedAfter).
+			before[k] -= l.credit + l.interval
+		}
+	}
+	ended := r.table.sweep(now, &before, sweepBuckets, nil)
 	if r.observer != nil {
 		for _, g := range ended {
 			r.observer(Event{Limit: g.kind.String(), LimitKind: g.kind, Account: g.account})

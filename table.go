@@ -294,12 +294,12 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (*bucket, int, uint
 // 163,840 accounts, so that a table of the default size is swept whole.
 const sweepBuckets = 32768
 
-// sweep ends the limiting episodes of accounts out of debt since before,
-// looking at up to max buckets from where the last sweep stopped, and
-// appends them to ended. It also moves the tat of an account idle for
-// longer than staleAge forward (see balance), so that wrapping time never
-// reads it as recent.
-func (t *bucketTable) sweep(now, before int64, max uint64, ended []gone) []gone {
+// sweep ends the limiting episodes of accounts out of debt since before
+// (by kind), looking at up to max buckets from where the last sweep
+// stopped, and appends them to ended. It also moves the tat of an account
+// idle for longer than staleAge forward (see balance), so that wrapping
+// time never reads it as recent.
+func (t *bucketTable) sweep(now int64, before *[LimitKindLast]int64, max uint64, ended []gone) []gone {
 	t.sweepMu.Lock()
 	defer t.sweepMu.Unlock()
 	max = min(max, t.buckets)
@@ -318,7 +318,7 @@ func (t *bucketTable) sweep(now, before int64, max uint64, ended []gone) []gone 
 			if ref.id&1 == 0 {
 				continue // empty or moving in
 			}
-			if ref.quiet(now, before) {
+			if ref.quiet(now, before[kindOf(ref.id)]) {
 				ended = append(ended, gone{accountID(i/t.setBuckets, ref.id), kindOf(ref.id), true})
 			}
 		}

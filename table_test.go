@@ -591,7 +591,11 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 		recent := false
 		for now := 100 * day; now < 3000*day; now += 100 * day {
 			if sweeps {
-				tb.sweep(now, now, sweepBuckets, nil)
+				before := [LimitKindLast]int64{}
+				for k := range before {
+					before[k] = now
+				}
+				tb.sweep(now, &before, sweepBuckets, nil)
 			}
 			// Where the 56 bits wrap within the next hundred days, the
 			// moment at which an unswept tat would read as 10 s ahead.
