@@ -281,7 +281,8 @@ func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *st
 	i, id := r.table.index(key), identOf(key, kind)
 	ref, held := r.table.find(i, id)
 	for {
-		if !held {
+		added := !held
+		if added {
 			var g gone
 			ref, g = r.table.findOrAdd(i, id, now, l.credit, s)
 			if g.limited && r.observer != nil {
@@ -289,6 +290,14 @@ func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *st
 			}
 		}
 		old, ok := ref.load()
+		if !ok && added {
+			// The account this Debit added (or found just added) was
+			// recycled before it could be charged, in a tiny table under
+			// contention. It had full credit, so the charge would have
+			// been sent: say so, rather than add it again, so that
+			// Debits cannot keep recycling each other's accounts for ever.
+			return debited{act: Send}
+		}
 		if !ok { // a new account took its place: find it again
 			ref, held = r.table.find(i, id)
 			continue
