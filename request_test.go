@@ -21,22 +21,34 @@ func requests(r *RRL, src net.Addr, validCookie bool, n int) string {
 	return string(b)
 }
 
+// burst is n requests from src, with or without a valid cookie, and the
+// verdicts they must get (len(want) of them, S or D).
+type burst struct {
+	what        string
+	src         net.Addr
+	validCookie bool
+	want        string
+}
+
+func checkBursts(t *testing.T, r *RRL, bursts ...burst) {
+	t.Helper()
+	for _, b := range bursts {
+		if got := requests(r, b.src, b.validCookie, len(b.want)); got != b.want {
+			t.Errorf("%s: %s, want %s", b.what, got, b.want)
+		}
+	}
+}
+
 func TestDebitRequestLimitsANetworkBeforeItsResponses(t *testing.T) {
 	clock := newTestClock()
 	r := newTestRRL(t, clock, "requests-per-second", "3")
-	if got := requests(r, udp("192.0.2.1"), false, 10); got != "SSSDDDDDDD" {
-		t.Errorf("a flood from one network: %s, want 3 sent (one second's credit) then drops", got)
-	}
-	if got := requests(r, tcp("192.0.2.2"), false, 2); got != "DD" {
-		t.Errorf("the same network over TCP: %s, want DD (requests share the network's account)", got)
-	}
-	if got := requests(r, udp("198.51.100.1"), false, 3); got != "SSS" {
-		t.Errorf("another network: %s, want SSS", got)
-	}
-	// A valid cookie proves the source but does not lift the request limit.
-	if got := requests(r, udp("203.0.113.1"), true, 5); got != "SSSDD" {
-		t.Errorf("a client with a valid cookie: %s, want SSSDD", got)
-	}
+	checkBursts(t, r,
+		burst{"a flood from one network: one second's credit, then drops", udp("192.0.2.1"), false, "SSSDDDDDDD"},
+		burst{"the same network over TCP shares the network's account", tcp("192.0.2.2"), false, "DD"},
+		burst{"another network", udp("198.51.100.1"), false, "SSS"},
+		// A valid cookie proves the source but does not lift the request limit.
+		burst{"a client with a valid cookie", udp("203.0.113.1"), true, "SSSDD"},
+	)
 	clock.Advance(time.Second / 3)
 	if act, ipr := r.DebitRequest(udp("198.51.100.1"), false); act != Send || ipr != IPOk {
 		t.Errorf("after a third of a second: %v %v, want Send IPOk", act, ipr)
@@ -84,29 +96,27 @@ func TestDebitRequestReasons(t *testing.T) {
 
 func TestProvenRequestsPerSecond(t *testing.T) {
 	r := newTestRRL(t, newTestClock(), "requests-per-second", "2", "proven-requests-per-second", "5")
-	// Spoofed UDP requests from the network spend only its unproven allowance.
-	if got := requests(r, udp("192.0.2.1"), false, 4); got != "SSDD" {
-		t.Errorf("unproven: %s, want SSDD", got)
-	}
-	if got := requests(r, udp("192.0.2.2"), true, 7); got != "SSSSSDD" {
-		t.Errorf("valid cookie: %s, want SSSSSDD", got)
-	}
-	if got := requests(r, tcp("192.0.2.3"), false, 1); got != "D" {
-		t.Errorf("TCP from the same network shares the proven account: %s, want D", got)
-	}
+	checkBursts(t, r,
+		// Spoofed UDP requests from the network spend only its unproven allowance.
+		burst{"unproven", udp("192.0.2.1"), false, "SSDD"},
+		burst{"valid cookie", udp("192.0.2.2"), true, "SSSSSDD"},
+		burst{"TCP from the same network shares the proven account", tcp("192.0.2.3"), false, "D"},
+	)
 
 	// Until proven-requests-per-second is set, proven requests share the
 	// network's request account, as with Debit alone.
-	shared := newTestRRL(t, newTestClock(), "requests-per-second", "2")
-	if got := requests(shared, udp("192.0.2.1"), true, 1) + requests(shared, tcp("192.0.2.1"), false, 1) + requests(shared, udp("192.0.2.1"), false, 1); got != "SSD" {
-		t.Errorf("shared account: %s, want SSD", got)
-	}
+	checkBursts(t, newTestRRL(t, newTestClock(), "requests-per-second", "2"),
+		burst{"shared account, valid cookie", udp("192.0.2.1"), true, "S"},
+		burst{"shared account, TCP", tcp("192.0.2.1"), false, "S"},
+		burst{"shared account, unproven", udp("192.0.2.1"), false, "D"},
+	)
 
 	// Proven sources may be limited alone.
 	provenOnly := newTestRRL(t, newTestClock(), "proven-requests-per-second", "1")
-	if got := requests(provenOnly, tcp("192.0.2.1"), false, 2) + requests(provenOnly, udp("192.0.2.1"), false, 2); got != "SDSS" {
-		t.Errorf("proven-requests-per-second alone: %s, want SDSS", got)
-	}
+	checkBursts(t, provenOnly,
+		burst{"proven-requests-per-second alone, TCP", tcp("192.0.2.1"), false, "SD"},
+		burst{"proven-requests-per-second alone, unproven", udp("192.0.2.1"), false, "SS"},
+	)
 	if act, ipr, _ := provenOnly.Debit(tcp("198.51.100.1"), answer("x.")); act != Send || ipr != IPOk {
 		t.Errorf("Debit over TCP with proven-requests-per-second alone: %v %v", act, ipr)
 	}

@@ -520,6 +520,14 @@ func TestIPv6Networks(t *testing.T) {
 	}
 }
 
+// countingZone is zoneNext, counting its calls in *calls.
+func countingZone(calls *int) plugin.Handler {
+	return plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
+		*calls++
+		return zoneNext(ctx, w, r)
+	})
+}
+
 // TestRequestLimitBeforeNext: a request over requests-per-second never
 // reaches the next plugin and gets nothing; in report-only mode it is
 // served, and the metrics count what enforcing would have done: the
@@ -527,10 +535,7 @@ func TestIPv6Networks(t *testing.T) {
 func TestRequestLimitBeforeNext(t *testing.T) {
 	for _, report := range []bool{false, true} {
 		calls := 0
-		next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
-			calls++
-			return zoneNext(ctx, w, r)
-		})
+		next := countingZone(&calls)
 		block := "{\n requests-per-second 3\n}"
 		if report {
 			block = "{\n requests-per-second 3\n report-only\n}"
@@ -561,10 +566,7 @@ func TestRequestLimitBeforeNext(t *testing.T) {
 // next plugin is not asked.
 func TestMalformedCookieFormErr(t *testing.T) {
 	calls := 0
-	next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
-		calls++
-		return zoneNext(ctx, w, r)
-	})
+	next := countingZone(&calls)
 	h := testHandler(t, "{\n responses-per-second 100\n}", next, newClock())
 	short := withCookie(query("www.example.org.", dns.TypeA), "0102030405")
 	two := withCookie(query("www.example.org.", dns.TypeA), "0102030405060708")
@@ -608,10 +610,7 @@ func TestCookieExemptReasons(t *testing.T) {
 // keep their own, smaller request account.
 func TestValidCookieHeldToProvenAllowance(t *testing.T) {
 	calls := 0
-	next := plugin.HandlerFunc(func(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
-		calls++
-		return zoneNext(ctx, w, r)
-	})
+	next := countingZone(&calls)
 	h := testHandler(t, "{\n responses-per-second 1\n all-per-second 1\n requests-per-second 2\n proven-requests-per-second 5\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", next, newClock())
 	const zone = "example.org."
 	_, m := ask(t, h, "127.0.8.1", false, withCookie(query("www.example.org.", dns.TypeA), "0102030405060708"))
