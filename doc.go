@@ -13,20 +13,20 @@
 // see Config), and call Debit for every response before sending it, with the
 // client's address and the response's ResponseTuple. Debit answers Send,
 // Drop (send nothing) or Slip (send a reply with TC=1 and only the question,
-// or BADCOOKIE to a client that sent a DNS cookie). Responses to clients that
-// presented a valid server cookie need no Debit: their source is proven.
-// The module github.com/dnsrrl/rrl/miekgrrl does all of this for servers
-// built on github.com/miekg/dns.
+// or BADCOOKIE to a client that sent a DNS cookie). The module
+// github.com/dnsrrl/rrl/miekgrrl does all of this for servers built on
+// github.com/miekg/dns.
 //
 // Debit charges the request with its response, after the work of answering
 // it. A server that limits requests (requests-per-second) and wants a
 // request over the limit to cost it nothing calls DebitRequest when the
 // request arrives, serves it only on Send, and then calls DebitResponse in
-// place of Debit. Requests with a valid server cookie are charged by
-// DebitRequest too, to the proven allowance (proven-requests-per-second,
-// which defaults to requests-per-second): a cookie lifts the response
-// limits, which protect spoofed victims, never the request limits, which
-// protect the server.
+// place of Debit. A response to a client that presented a valid server
+// cookie needs no DebitResponse, since its source is proven; its request
+// is charged by DebitRequest all the same, to the proven allowance
+// (proven-requests-per-second, which defaults to requests-per-second): a
+// cookie lifts the response limits, which protect spoofed victims, never
+// the request limits, which protect the server.
 //
 // # Accounts
 //
@@ -74,9 +74,10 @@
 // its allowance every second. The request limits are about the server's
 // load, and a client asking too fast should get its share, where a
 // response account's debt is the penalty box that keeps a reflection's
-// victim quiet for as long as the flood lasts. qps-scale shrinks the allowances while the server as a whole
-// sends more than qps-scale responses per second. Only responses over UDP
-// are response-limited: over TCP a client's address is proven.
+// victim quiet for as long as the flood lasts. qps-scale shrinks the
+// allowances while the server as a whole sends more than qps-scale
+// responses per second. Only responses over UDP are response-limited: over
+// TCP a client's address is proven.
 //
 // # Time
 //
@@ -128,9 +129,9 @@
 // request account of a network that asks too fast, which is then served
 // another second's allowance each time (under a spray of 1,000 sources a
 // second, eight queries each, through a table of 1,000, a network asking
-// twice its allowance is served nearly every request). Where BIND chooses among all its
-// accounts by their order of use, this table chooses among the five of a
-// bucket by their balances, so recycling starts as soon as a bucket is
+// twice its allowance is served nearly every request). Where BIND chooses
+// among all its accounts by their order of use, this table chooses among
+// the five of a bucket by their balances, so recycling starts as soon as a bucket is
 // full: a table under a spray holds 99% of max-table-size. No step scans
 // the table and nothing is ever copied. A table of at most 320 accounts
 // (one page) is one set of places instead: the account with the most credit
@@ -146,8 +147,9 @@
 // 130,000. A table of at most 320 accounts is one set, so a new account
 // there is compared with all of them: filling a table of 320 merges two
 // with a chance of about 1 in 5,300, one of 50 about 1 in 220,000. Two
-// merged accounts share one balance until one of them is recycled. Sources and names cannot be chosen to collide, since the hash
-// is keyed by secrets drawn for each RRL.
+// merged accounts share one balance until one of them is recycled.
+// Sources and names cannot be chosen to collide, since the hash is keyed
+// by secrets drawn for each RRL.
 //
 // # Concurrency
 //
