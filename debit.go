@@ -47,21 +47,32 @@ import (
 // as an error response. Zones of IPv6 addresses are ignored; IPv4-mapped
 // IPv6 addresses count as IPv4.
 func (r *RRL) Debit(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
-	if u, ok := src.(*net.UDPAddr); ok && u != nil && r != nil && !r.checked {
-		return r.debitUDP(r.networkOfIP(u.IP), tuple) // the common case, without netip
-	}
-	addr, udp := addrOf(src)
-	return r.DebitAddr(addr, udp, tuple)
+	return r.debit(src, tuple, true)
 }
 
 // DebitAddr is Debit for a server that holds the client's address as a
 // netip.Addr; udp says whether the response goes over UDP.
 func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action, IPReason, RTReason) {
+	return r.debitAddr(src, udp, tuple, true)
+}
+
+// debit is Debit, and with request false DebitResponse, which leaves the
+// request to DebitRequest.
+func (r *RRL) debit(src net.Addr, tuple *ResponseTuple, request bool) (Action, IPReason, RTReason) {
+	if u, ok := src.(*net.UDPAddr); ok && u != nil && r != nil && !r.checked {
+		return r.debitUDP(r.networkOfIP(u.IP), tuple) // the common case, without netip
+	}
+	addr, udp := addrOf(src)
+	return r.debitAddr(addr, udp, tuple, request)
+}
+
+// debitAddr is DebitAddr, and with request false DebitResponseAddr.
+func (r *RRL) debitAddr(src netip.Addr, udp bool, tuple *ResponseTuple, request bool) (Action, IPReason, RTReason) {
 	if r == nil {
 		return Send, IPNotConfigured, RTNotConfigured
 	}
 	if !udp || r.checked {
-		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now(), true)
+		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now(), request)
 	}
 	return r.debitUDP(r.networkOf(src), tuple)
 }
@@ -98,16 +109,8 @@ func (r *RRL) DebitRequestAddr(src netip.Addr, udp, validCookie bool) (Action, I
 	if r == nil || !r.checked {
 		return Send, IPNotConfigured
 	}
-	n := r.networkOf(src)
-	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
-		return Send, IPExempt
-	}
-	now := r.now()
 	s := r.stats.pick()
-	if r.qps != nil {
-		r.qps.observe(r.stats, s, now)
-	}
-	ipr := r.chargeRequest(n, !udp || validCookie, now, s)
+	ipr := r.admit(src, r.networkOf(src), !udp || validCookie, r.now(), s)
 	if ipr == IPRateLimit {
 		countAlone(s, &requestTuple, Drop, ipr, RTNotReached)
 		return Drop, ipr
@@ -125,23 +128,13 @@ var requestTuple = ResponseTuple{AllowanceCategory: AllowanceLast}
 // IPExempt for an exempt client, IPOk when a request limit applies to the
 // source (the request passed it), and IPNotConfigured otherwise.
 func (r *RRL) DebitResponse(src net.Addr, tuple *ResponseTuple) (Action, IPReason, RTReason) {
-	if u, ok := src.(*net.UDPAddr); ok && u != nil && r != nil && !r.checked {
-		return r.debitUDP(r.networkOfIP(u.IP), tuple)
-	}
-	addr, udp := addrOf(src)
-	return r.DebitResponseAddr(addr, udp, tuple)
+	return r.debit(src, tuple, false)
 }
 
 // DebitResponseAddr is DebitResponse for a server that holds the client's
 // address as a netip.Addr; udp says whether the response goes over UDP.
 func (r *RRL) DebitResponseAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action, IPReason, RTReason) {
-	if r == nil {
-		return Send, IPNotConfigured, RTNotConfigured
-	}
-	if !udp || r.checked {
-		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now(), false)
-	}
-	return r.debitUDP(r.networkOf(src), tuple)
+	return r.debitAddr(src, udp, tuple, false)
 }
 
 // debitUDP is DebitAddr for a UDP response in an RRL that has none of
@@ -165,19 +158,20 @@ func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTRea
 // request limit and the qps-scale count are left out.
 func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple, now int64, request bool) (Action, IPReason, RTReason) {
 	s := r.stats.pick()
-	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
-		return countAlone(s, t, Send, IPExempt, RTNotReached)
-	}
 	var ipr IPReason
-	if request {
-		if r.qps != nil {
-			r.qps.observe(r.stats, s, now)
-		}
-		if ipr = r.chargeRequest(n, !udp, now, s); ipr == IPRateLimit {
-			return countAlone(s, t, Drop, IPRateLimit, RTNotReached)
-		}
-	} else {
-		ipr = r.requestReason(!udp)
+	switch {
+	case request:
+		ipr = r.admit(src, n, !udp, now, s)
+	case len(r.cfg.exempt) > 0 && r.isExempt(src):
+		ipr = IPExempt
+	default:
+		ipr = r.requestReason(!udp) // the request passed DebitRequest
+	}
+	switch ipr {
+	case IPExempt:
+		return countAlone(s, t, Send, IPExempt, RTNotReached)
+	case IPRateLimit:
+		return countAlone(s, t, Drop, IPRateLimit, RTNotReached)
 	}
 	if !udp {
 		return countAlone(s, t, Send, ipr, RTNotUDP)
@@ -188,6 +182,19 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	}
 	act, rtr := r.chargeTuple(n, t, now, ipr, allLimited, s)
 	return act, ipr, rtr
+}
+
+// admit applies to a request, in order, exempt-clients, the qps-scale
+// count and the request limit, and returns its IPReason: IPExempt,
+// IPRateLimit (refuse it), IPOk or IPNotConfigured.
+func (r *RRL) admit(src netip.Addr, n network, proven bool, now int64, s *stripe) IPReason {
+	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
+		return IPExempt
+	}
+	if r.qps != nil {
+		r.qps.observe(r.stats, s, now)
+	}
+	return r.chargeRequest(n, proven, now, s)
 }
 
 // requestKind is the kind of the account that a request from a proven or
