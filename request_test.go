@@ -197,14 +197,44 @@ func TestTwoCallsDecideAsDebit(t *testing.T) {
 	}
 }
 
-func TestDebitRequestEvents(t *testing.T) {
-	var events []Event
+// observed is an RRL on clock, set from keyword-value pairs, whose observer
+// keeps every event in events.
+type observed struct {
+	*RRL
+	events []Event
+}
+
+func newObserved(t *testing.T, clock *testClock, kv ...string) *observed {
+	t.Helper()
+	o := &observed{}
 	c := NewConfig()
-	c.SetValue("proven-requests-per-second", "1")
-	c.SetNowFunc(newTestClock().Now)
-	c.SetObserver(func(e Event) { events = append(events, e) })
-	r := NewRRL(c)
-	requests(r, tcp("192.0.2.1"), false, 3)
+	for i := 0; i+1 < len(kv); i += 2 {
+		if err := c.SetValue(kv[i], kv[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetNowFunc(clock.Now)
+	c.SetObserver(func(e Event) { o.events = append(o.events, e) })
+	o.RRL = NewRRL(c)
+	return o
+}
+
+// episodes counts the starts and the stops heard.
+func (o *observed) episodes() (starts, stops int) {
+	for _, e := range o.events {
+		if e.Started {
+			starts++
+		} else {
+			stops++
+		}
+	}
+	return starts, stops
+}
+
+func TestDebitRequestEvents(t *testing.T) {
+	o := newObserved(t, newTestClock(), "proven-requests-per-second", "1")
+	requests(o.RRL, tcp("192.0.2.1"), false, 3)
+	events := o.events
 	if len(events) != 1 || !events[0].Started || events[0].Limit != "proven-requests-per-second" ||
 		events[0].Network != netip.MustParsePrefix("192.0.2.0/24") {
 		t.Errorf("events: %+v, want one start of proven-requests-per-second for 192.0.2.0/24", events)
@@ -270,22 +300,9 @@ func TestRequestFloodIsOneEpisode(t *testing.T) {
 		rate  string
 		every time.Duration
 	}{{"10", 50 * time.Millisecond}, {"0.5", time.Second}} {
-		var starts, stops int
 		clock := newTestClock()
-		cfg := NewConfig()
-		cfg.SetValue("requests-per-second", c.rate)
-		cfg.SetNowFunc(clock.Now)
-		cfg.SetObserver(func(e Event) {
-			if e.LimitKind != LimitRequests {
-				t.Errorf("event of %v", e.LimitKind)
-			}
-			if e.Started {
-				starts++
-			} else {
-				stops++
-			}
-		})
-		r := NewRRL(cfg)
+		o := newObserved(t, clock, "requests-per-second", c.rate)
+		r := o.RRL
 		src := udp("192.0.2.1")
 		served := 0
 		for range 200 { // twice the rate
@@ -294,14 +311,19 @@ func TestRequestFloodIsOneEpisode(t *testing.T) {
 			}
 			clock.Advance(c.every)
 		}
-		if starts != 1 || stops != 0 || served < 90 {
+		for _, e := range o.events {
+			if e.LimitKind != LimitRequests {
+				t.Errorf("event of %v", e.LimitKind)
+			}
+		}
+		if starts, stops := o.episodes(); starts != 1 || stops != 0 || served < 90 {
 			t.Errorf("rate %s, during the flood: %d starts, %d stops, %d served; want one start, about 100 served", c.rate, starts, stops, served)
 		}
 		clock.Advance(5 * time.Second) // quiet: credit unspent
 		if act, _ := r.DebitRequest(src, false); act != Send {
 			t.Fatalf("rate %s, after the flood: %v", c.rate, act)
 		}
-		if starts != 1 || stops != 1 {
+		if starts, stops := o.episodes(); starts != 1 || stops != 1 {
 			t.Errorf("rate %s, after the flood: %d starts, %d stops; want one of each", c.rate, starts, stops)
 		}
 	}
@@ -312,19 +334,9 @@ func TestRequestFloodIsOneEpisode(t *testing.T) {
 // the rule Debit applies, whatever the quiet time asked for: a sweep during
 // the flood ends nothing.
 func TestEndQuietEpisodesKeepsARequestFlood(t *testing.T) {
-	var starts, stops int
 	clock := newTestClock()
-	cfg := NewConfig()
-	cfg.SetValue("requests-per-second", "10")
-	cfg.SetNowFunc(clock.Now)
-	cfg.SetObserver(func(e Event) {
-		if e.Started {
-			starts++
-		} else {
-			stops++
-		}
-	})
-	r := NewRRL(cfg)
+	o := newObserved(t, clock, "requests-per-second", "10")
+	r := o.RRL
 	src := udp("192.0.2.1")
 	for i := range 200 { // twice the rate, with a sweep every half second
 		r.DebitRequest(src, false)
@@ -333,14 +345,40 @@ func TestEndQuietEpisodesKeepsARequestFlood(t *testing.T) {
 			r.EndQuietEpisodes(0)
 		}
 	}
-	if starts != 1 || stops != 0 {
+	if starts, stops := o.episodes(); starts != 1 || stops != 0 {
 		t.Errorf("during the flood: %d starts, %d stops; want one start", starts, stops)
 	}
 	clock.Advance(2 * time.Second)
 	if n := r.EndQuietEpisodes(math.MaxInt64); n != 0 {
 		t.Errorf("a sweep for accounts quiet for ever ended %d", n)
 	}
-	if n := r.EndQuietEpisodes(0); n != 1 || stops != 1 {
-		t.Errorf("after the flood a sweep ended %d, %d stops; want one", n, stops)
+	if n := r.EndQuietEpisodes(0); n != 1 || len(o.events) != 2 || o.events[1].Started {
+		t.Errorf("after the flood a sweep ended %d; events %+v; want one stop", n, o.events)
+	}
+}
+
+// TestTwoCallsCountOnceForQPSScale: qps-scale counts a request once,
+// whether the server calls Debit or DebitRequest then DebitResponse, and
+// counts a request with a valid cookie, whose response is not debited.
+func TestTwoCallsCountOnceForQPSScale(t *testing.T) {
+	factorAfter := func(each func(r *RRL, src net.Addr)) float64 {
+		clock := newTestClock()
+		r := newTestRRL(t, clock, "responses-per-second", "1000", "qps-scale", "10")
+		for i := range 40 { // 40 in the first second: four times the target
+			each(r, udp(fmt.Sprintf("192.0.2.%d", i)))
+		}
+		clock.Advance(time.Second)
+		each(r, udp("198.51.100.1")) // the first of a new second sets the factor
+		return r.qps.factor.Load()
+	}
+	one := factorAfter(func(r *RRL, src net.Addr) { r.Debit(src, answer("x.")) })
+	two := factorAfter(func(r *RRL, src net.Addr) {
+		if act, _ := r.DebitRequest(src, false); act == Send {
+			r.DebitResponse(src, answer("x."))
+		}
+	})
+	cookie := factorAfter(func(r *RRL, src net.Addr) { r.DebitRequest(src, true) })
+	if one != 0.25 || two != one || cookie != one {
+		t.Errorf("qps-scale factor after 40 requests a second against 10: Debit %v, two calls %v, valid cookies %v; want 0.25 each", one, two, cookie)
 	}
 }
