@@ -62,18 +62,14 @@ func init() {
 
 // count records one outcome; a category out of range counts in none.
 func (s *stripe) count(cat AllowanceCategory, act Action, ipr IPReason, rtr RTReason) {
-	if c := commonOutcome[act][ipr][rtr]; c != 0 && cat <= AllowanceLast {
-		s.common[cat][c-1].Add(1)
+	if c := commonOutcome[act][ipr][rtr]; c != 0 {
+		s.common[min(cat, AllowanceLast)][c-1].Add(1)
 		return
 	}
 	s.countRare(cat, act, ipr, rtr)
 }
 
 func (s *stripe) countRare(cat AllowanceCategory, act Action, ipr IPReason, rtr RTReason) {
-	if c := commonOutcome[act][ipr][rtr]; c != 0 {
-		s.common[AllowanceLast][c-1].Add(1)
-		return
-	}
 	if cat < AllowanceLast {
 		s.rps[cat].Add(1)
 	}
