@@ -53,7 +53,6 @@ type Config struct {
 	ipv4PrefixLength int
 	ipv6PrefixLength int
 	rates            [LimitKindLast]float64 // per second; 0 is off
-	rateSet          [LimitKindLast]bool    // set by SetValue (see rate for the defaults)
 	set              uint32                 // keywords set by SetValue, a bit each (keywordBits)
 	slipRatio        int
 	qpsScale         float64
@@ -131,7 +130,7 @@ func (c *Config) setValue(keyword, value string) error {
 		if err != nil {
 			return err
 		}
-		c.rates[r], c.rateSet[r] = f, true
+		c.rates[r] = f
 		return nil
 	}
 	switch keyword {
@@ -314,10 +313,10 @@ func (c *Config) IsActive() bool {
 // responses-per-second when not set, proven-requests-per-second to
 // requests-per-second.
 func (c *Config) rate(k LimitKind) float64 {
-	if k < LimitRequests && !c.rateSet[k] {
+	if k < LimitRequests && !c.IsSet(k.String()) {
 		return c.rates[LimitResponses]
 	}
-	if k == LimitProvenRequests && !c.rateSet[k] {
+	if k == LimitProvenRequests && !c.IsSet(k.String()) {
 		return c.rates[LimitRequests]
 	}
 	return c.rates[k]

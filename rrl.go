@@ -56,7 +56,7 @@ func NewRRL(cfg *Config) *RRL {
 	if r.cfg.qpsScale > 0 {
 		r.qps = newQPSScaler(r.cfg.qpsScale)
 	}
-	r.provenApart = r.cfg.rateSet[LimitProvenRequests]
+	r.provenApart = r.cfg.IsSet(LimitProvenRequests.String())
 	r.checked = len(r.cfg.exempt) > 0 || r.limits[LimitRequests].on() || r.limits[LimitProvenRequests].on() ||
 		r.limits[LimitAll].on() || r.qps != nil
 	return r
