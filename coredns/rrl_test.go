@@ -3,7 +3,6 @@ package rrl
 import (
 	"context"
 	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +16,6 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	core "github.com/dnsrrl/rrl"
-	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // clock is a settable time for the limiter, so that no test depends on how
@@ -581,22 +577,6 @@ func TestMalformedCookieFormErr(t *testing.T) {
 	}
 	if calls != 0 {
 		t.Errorf("next asked %d times about malformed cookies", calls)
-	}
-}
-
-// TestCookieExemptReasons: the response to a request with a valid cookie is
-// not charged; it reports the request charge's IPReason and RTNotReached.
-func TestCookieExemptReasons(t *testing.T) {
-	h := testHandler(t, "{\n responses-per-second 1\n requests-per-second 10\n}", zoneNext, newClock())
-	client := netip.MustParseAddr("127.0.1.1")
-	r := query("www.example.org.", dns.TypeA)
-	resp := new(dns.Msg).SetReply(r)
-	for range 5 {
-		_, ipr := h.limiter.DebitRequestAddr(client, true, true)
-		act, got, rtr := h.account("", 0, client, true, true, r, resp, miekgrrl.CookieValid, "", ipr)
-		if act != core.Send || got != core.IPOk || rtr != core.RTNotReached {
-			t.Fatalf("cookie-exempt response: %v %v %v, want Send IPOk RTNotReached", act, got, rtr)
-		}
 	}
 }
 
