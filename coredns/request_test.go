@@ -185,8 +185,7 @@ func named(prefix string, i int, cookie string) *dns.Msg {
 	m := q(prefix+strconv.Itoa(i)+".req.test.", dns.TypeA)
 	m.Id = uint16(i + 1)
 	if cookie != "" {
-		m.SetEdns0(1232, false)
-		m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: cookie})
+		withCookieOption(m, cookie)
 	}
 	return m
 }
