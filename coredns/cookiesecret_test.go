@@ -35,11 +35,7 @@ func TestSecretIsStable(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	cc := []byte("clientck")
 	sc := first.cookies.ServerCookie(cc, client, now)
-	req := new(dns.Msg)
-	req.SetQuestion("www.example.org.", dns.TypeA)
-	req.SetEdns0(1232, false)
-	opt := req.IsEdns0()
-	opt.Option = append(opt.Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: hex.EncodeToString(cc) + hex.EncodeToString(sc[:])})
+	req := withCookie(query("www.example.org.", dns.TypeA), hex.EncodeToString(cc)+hex.EncodeToString(sc[:]))
 	if got := second.cookies.Check(req, client, now); got != miekgrrl.CookieValid {
 		t.Errorf("a server cookie of one block is %v in another block without cookie-secret, want valid", got)
 	}

@@ -353,14 +353,17 @@ func TestIntegrationReportOnly(t *testing.T) {
 	}
 }
 
+// withCookieOption gives m an OPT record with a COOKIE option of the hex
+// text cookie, and returns m.
+func withCookieOption(m *dns.Msg, cookie string) *dns.Msg {
+	m.SetEdns0(1232, false)
+	m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: cookie})
+	return m
+}
+
 func TestIntegrationCookieExempt(t *testing.T) {
 	startServer(t)
-	withCookie := func(cookie string) *dns.Msg {
-		m := q("www.example.test.", dns.TypeA)
-		m.SetEdns0(1232, false)
-		m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: cookie})
-		return m
-	}
+	withCookie := func(cookie string) *dns.Msg { return withCookieOption(q("www.example.test.", dns.TypeA), cookie) }
 	const client = "a1b2c3d4e5f60718"
 	first := burst(t, "127.0.9.1", []*dns.Msg{withCookie(client)})
 	if first.answered != 1 || len(first.cookies) != 1 || len(first.cookies[0]) != 48 {

@@ -45,8 +45,8 @@ type recorder struct {
 // Only a held message waits for the limiter; the other states have written
 // what they got. In passedThrough, msg is the first message written, if it
 // could be decoded: bytes written after a held message replace it, as a
-// second message does, so it is neither sent nor charged. A recorder still in holding or streaming when the chain
-// returns had nothing written to it.
+// second message does, so it is neither sent nor charged. A recorder still
+// in holding or streaming when the chain returns had nothing written to it.
 type recState uint8
 
 const (

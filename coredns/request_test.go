@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	rrl "github.com/dnsrrl/rrl/coredns"
 )
 
 // The request limit acts before the work: these tests put a counting
@@ -185,8 +187,7 @@ func named(prefix string, i int, cookie string) *dns.Msg {
 	m := q(prefix+strconv.Itoa(i)+".req.test.", dns.TypeA)
 	m.Id = uint16(i + 1)
 	if cookie != "" {
-		m.SetEdns0(1232, false)
-		m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: cookie})
+		withCookieOption(m, cookie)
 	}
 	return m
 }
@@ -271,7 +272,7 @@ func TestIntegrationCookieHeldToProvenAllowance(t *testing.T) {
 	replies := first.finish(1)
 	var full string
 	for _, m := range replies {
-		full = cookieOption(m)
+		full = rrl.CookieOf(m)
 	}
 	if len(full) != 48 {
 		t.Fatalf("no server cookie in the reply to a client cookie: %v", replies)
@@ -308,16 +309,4 @@ func TestIntegrationCookieHeldToProvenAllowance(t *testing.T) {
 	if int(ex) != served {
 		t.Errorf("%s = %v, want the %d answers sent for their cookie", exempt, ex, served)
 	}
-}
-
-// cookieOption returns the COOKIE option of m as hex, or "".
-func cookieOption(m *dns.Msg) string {
-	if opt := m.IsEdns0(); opt != nil {
-		for _, o := range opt.Option {
-			if c, ok := o.(*dns.EDNS0_COOKIE); ok {
-				return c.Cookie
-			}
-		}
-	}
-	return ""
 }

@@ -119,7 +119,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 	proven := cookie == miekgrrl.CookieValid
 
-	reqAct, ipr := h.limiter.DebitRequestAddr(client, udp, proven)
+	reqAct, _ := h.limiter.DebitRequestAddr(client, udp, proven)
 	if reqAct == core.Drop {
 		h.stats.requestRefused(server, zone, proven || !udp)
 		if h.reportOnly {
@@ -155,7 +155,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if rec.msg == nil {
 		return rcode, err // the chain wrote nothing we could read
 	}
-	act, _, _ := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx), ipr)
+	act := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.state == held {
 		h.deliver(rec, act, client, now)
 		if !plugin.ClientWrite(rcode) {
@@ -179,22 +179,20 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 }
 
 // account charges resp to the client's accounts, after its request was
-// charged (ipr is what that charge said), records the outcome in the
-// metrics, and returns the decision. A response to a request with a valid
-// server cookie is not charged: its source address is proven, so it cannot
-// be part of a reflection; it reports the request's IPReason and
-// RTNotReached.
+// charged, records the outcome in the metrics, and returns the decision. A
+// response to a request with a valid server cookie is not charged: its
+// source address is proven, so it cannot be part of a reflection.
 //
 // A response that was not held (TCP, or bytes passed through) has already
 // been written: it is still charged, so that the statistics see the whole
 // load, but it is counted as sent whatever the limiter says.
-func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string, ipr core.IPReason) (core.Action, core.IPReason, core.RTReason) {
+func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) core.Action {
 	if cookie == miekgrrl.CookieValid {
 		h.stats.cookieExempt(server, zone)
-		return core.Send, ipr, core.RTNotReached
+		return core.Send
 	}
 	tuple := miekgrrl.Tuple(r, resp, wildcard)
-	act, ipr, rtr := h.limiter.DebitResponseAddr(client, udp, &tuple)
+	act, _, rtr := h.limiter.DebitResponseAddr(client, udp, &tuple)
 	switch {
 	case !held:
 		act = core.Send
@@ -204,7 +202,7 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 		act = core.Drop
 	}
 	h.stats.count(server, zone, tuple.AllowanceCategory, act, rtr)
-	return act, ipr, rtr
+	return act
 }
 
 // abort ends a stream connection whose request was refused, so that it

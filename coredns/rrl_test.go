@@ -3,7 +3,6 @@ package rrl
 import (
 	"context"
 	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +16,6 @@ import (
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	core "github.com/dnsrrl/rrl"
-	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // clock is a settable time for the limiter, so that no test depends on how
@@ -584,22 +580,6 @@ func TestMalformedCookieFormErr(t *testing.T) {
 	}
 }
 
-// TestCookieExemptReasons: the response to a request with a valid cookie is
-// not charged; it reports the request charge's IPReason and RTNotReached.
-func TestCookieExemptReasons(t *testing.T) {
-	h := testHandler(t, "{\n responses-per-second 1\n requests-per-second 10\n}", zoneNext, newClock())
-	client := netip.MustParseAddr("127.0.1.1")
-	r := query("www.example.org.", dns.TypeA)
-	resp := new(dns.Msg).SetReply(r)
-	for range 5 {
-		_, ipr := h.limiter.DebitRequestAddr(client, true, true)
-		act, got, rtr := h.account("", 0, client, true, true, r, resp, miekgrrl.CookieValid, "", ipr)
-		if act != core.Send || got != core.IPOk || rtr != core.RTNotReached {
-			t.Fatalf("cookie-exempt response: %v %v %v, want Send IPOk RTNotReached", act, got, rtr)
-		}
-	}
-}
-
 // TestValidCookieHeldToProvenAllowance: through ServeDNS, with the clock
 // standing still, a client presenting a valid server cookie is held to
 // proven-requests-per-second (5: the first five are answered, the rest get
@@ -651,6 +631,44 @@ type closeRecorder struct {
 
 func (c *closeRecorder) RemoteAddr() net.Addr { return c.remote }
 func (c *closeRecorder) Close() error         { c.closed = true; return nil }
+
+// TestValidCookieCountsForQPSScale: requests with a valid server cookie
+// count for qps-scale, though their responses are not charged: a cookie
+// flood that takes the server over qps-scale tightens the allowance of the
+// other clients, as any load does. Without the flood the other client's 8
+// queries a second stay within its 10.
+func TestValidCookieCountsForQPSScale(t *testing.T) {
+	limitedOther := func(flood bool) int {
+		clk := newClock()
+		h := testHandler(t, "{\n responses-per-second 10\n slip-ratio 1\n qps-scale 20\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", zoneNext, clk)
+		_, m := ask(t, h, "127.0.8.1", false, withCookie(query("www.example.org.", dns.TypeA), "0102030405060708"))
+		full := cookieOf(m)
+		if len(full) != 48 {
+			t.Fatalf("no server cookie in %v", m)
+		}
+		limited := 0
+		for i := range 300 { // 3 seconds: 100 proven requests a second, and 8 others
+			if flood {
+				if o, m := ask(t, h, "127.0.8.1", false, withCookie(query("www.example.org.", dns.TypeA), full)); o != sent {
+					t.Fatalf("proven request %d: %v %v, want it sent", i, o, m)
+				}
+			}
+			if i%12 == 0 {
+				if o, _ := ask(t, h, "127.0.9.1", false, query("www.example.org.", dns.TypeA)); o != sent {
+					limited++
+				}
+			}
+			clk.advance(10 * time.Millisecond)
+		}
+		return limited
+	}
+	if n := limitedOther(false); n != 0 {
+		t.Fatalf("without the cookie flood the other client was limited %d times, want 0", n)
+	}
+	if limitedOther(true) == 0 {
+		t.Error("the other client was never limited: the proven requests did not count for qps-scale")
+	}
+}
 
 // TestRefusedRequestCloses: a request over its limit closes a plain DNS TCP
 // connection, also when the proxyproto plugin wraps the client's address;

@@ -230,30 +230,6 @@ func TestParseAcceptsPlainDecimals(t *testing.T) {
 	}
 }
 
-// TestListenerSecretsClash: blocks on one listener with different cookie
-// secrets are reported (setup logs a warning), within one configuration
-// only; the same secret, or another listener, is no clash.
-func TestListenerSecretsClash(t *testing.T) {
-	r := &secretRegistry{m: map[string]listenerSecret{}}
-	a, b := [16]byte{1}, [16]byte{2}
-	gen1, gen2 := new(int), new(int)
-	if _, clash := r.check(gen1, "dns://:53", a, []string{"a."}); clash {
-		t.Error("first block clashes")
-	}
-	if _, clash := r.check(gen1, "dns://:54", b, []string{"b."}); clash {
-		t.Error("another listener clashes")
-	}
-	if _, clash := r.check(gen1, "dns://:53", a, []string{"c."}); clash {
-		t.Error("same secret clashes")
-	}
-	if other, clash := r.check(gen1, "dns://:53", b, []string{"d."}); !clash || other[0] != "a." {
-		t.Errorf("different secret on one listener: clash %v with %v", clash, other)
-	}
-	if _, clash := r.check(gen2, "dns://:53", b, []string{"a."}); clash {
-		t.Error("a reloaded configuration clashes with the old one")
-	}
-}
-
 // TestTwoBlocksNamesFileAndLine: a second rrl in one server block is
 // refused with the file and line of the second one.
 func TestTwoBlocksNamesFileAndLine(t *testing.T) {

@@ -96,14 +96,14 @@ type Decision struct {
 // proven-requests-per-second for a request over TCP or with a valid server
 // cookie) never reaches next; over UDP nothing is sent, and a connection
 // (DNS over TCP or TLS, or any other transport that is not UDP, as
-// rrl.Source reads the RemoteAddr) is closed. Then it captures the response next writes, classifies it with
-// Tuple, debits it (rrl.RRL.DebitResponse), and sends it, drops it or sends
-// SlipReply in its place. The core never limits TCP responses (RTNotUDP). A
-// handler that writes nothing gets nothing written for it. With
-// Options.Cookies, the response to a request with a valid server cookie is
-// not debited: its source cannot be spoofed, so it cannot be the victim of
-// a reflection; the request limit holds it all the same, since that limit
-// is about load.
+// rrl.Source reads the RemoteAddr) is closed. Then it captures the response
+// next writes, classifies it with Tuple, debits it (rrl.RRL.DebitResponse),
+// and sends it, drops it or sends SlipReply in its place. The core never
+// limits TCP responses (RTNotUDP). A handler that writes nothing gets
+// nothing written for it. With Options.Cookies, the response to a request
+// with a valid server cookie is not debited: its source cannot be spoofed,
+// so it cannot be the victim of a reflection; the request limit holds it
+// all the same, since that limit is about load.
 //
 // The middleware never changes the messages the handler writes: to add a
 // server cookie it sends a copy, with its own additional section and OPT
