@@ -163,17 +163,8 @@ func (r *Replay) start() {
 func (r *Replay) skip(reason string) { r.skipped[reason]++ }
 
 func (r *Replay) query(m *Message) {
-	q, ok := readQuery(m.Wire)
+	q, ok := r.limitedQuestion(m.Wire)
 	if !ok {
-		r.skip(SkipNotDNS)
-		return
-	}
-	if !q.question {
-		r.skip(SkipNoQuestion)
-		return
-	}
-	if !r.inZones(m.Wire) {
-		r.skip(SkipOutOfZone)
 		return
 	}
 	client := m.Client.Addr().Unmap()
@@ -187,6 +178,24 @@ func (r *Replay) query(m *Message) {
 		e.report.query(m.Time, e.lc.network(client), act == rrl.Drop)
 	}
 	r.pending.put(pendingKey{m.Client, q.id, m.UDP}, pendingQuery{at: m.Time, valid: valid, dropped: dropped})
+}
+
+// limitedQuestion reads the header and question of the message in w and
+// reports whether the servers would limit it: a readable message with a
+// question in the replay's zones. Otherwise it counts why it is skipped.
+func (r *Replay) limitedQuestion(w []byte) (queryInfo, bool) {
+	q, ok := readQuery(w)
+	switch {
+	case !ok:
+		r.skip(SkipNotDNS)
+	case !q.question:
+		r.skip(SkipNoQuestion)
+	case !r.inZones(w):
+		r.skip(SkipOutOfZone)
+	default:
+		return q, true
+	}
+	return q, false
 }
 
 // validCookie judges a query's cookie: a server cookie is checked with the
@@ -217,17 +226,7 @@ func (r *Replay) response(m *Message) {
 	if !matched {
 		// The query was not seen (a capture of responses only, or one
 		// that began after it): charge it now, with the response.
-		info, ok := readQuery(m.Wire)
-		if !ok {
-			r.skip(SkipNotDNS)
-			return
-		}
-		if !info.question {
-			r.skip(SkipNoQuestion)
-			return
-		}
-		if !r.inZones(m.Wire) {
-			r.skip(SkipOutOfZone)
+		if _, ok := r.limitedQuestion(m.Wire); !ok {
 			return
 		}
 	}
