@@ -171,7 +171,7 @@ func (r *Replay) query(m *Message) {
 	valid := r.validCookie(q.cookie, m, client)
 	var dropped uint64
 	for i, e := range r.engines {
-		act := debitRequest(e.limiter, client, m.UDP, valid)
+		act, _ := e.limiter.DebitRequestAddr(client, m.UDP, valid)
 		if act == rrl.Drop {
 			dropped |= 1 << i
 		}
@@ -241,11 +241,11 @@ func (r *Replay) response(m *Message) {
 		n := e.lc.network(client)
 		if !matched {
 			e.report.rep.Unmatched++
-			drop := debitRequest(e.limiter, client, m.UDP, false) == rrl.Drop
-			if drop {
+			act, _ := e.limiter.DebitRequestAddr(client, m.UDP, false)
+			if act == rrl.Drop {
 				p.dropped |= 1 << i
 			}
-			e.report.query(m.Time, n, drop)
+			e.report.query(m.Time, n, act == rrl.Drop)
 		}
 		var act rrl.Action
 		switch {
@@ -257,7 +257,7 @@ func (r *Replay) response(m *Message) {
 			act = rrl.Send
 			e.report.rep.CookieExempt++
 		default:
-			act = debitResponse(e.limiter, client, m.UDP, &t)
+			act, _, _ = e.limiter.DebitResponseAddr(client, m.UDP, &t)
 		}
 		if act == rrl.Slip && slip < 0 {
 			slip = slipSize(m.Wire)
