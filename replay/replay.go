@@ -56,8 +56,7 @@ type Replay struct {
 	msg      dns.Msg
 	memo     *tupleMemo
 
-	gunzipping bool        // Read is reading a gzip stream
-	stopped    atomic.Bool // Stop was called
+	stopped atomic.Bool // Stop was called
 }
 
 // engine is one configuration under replay: its limiter and its report.
