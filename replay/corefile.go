@@ -49,6 +49,7 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 		return nil, d.Err(err.Error())
 	}
 	cf.Zones = zones
+	cfg := rrl.NewConfig() // checks each setting as it comes, for its line
 	seen := map[string]bool{}
 	for d.NextBlock() {
 		kw := d.Val()
@@ -60,25 +61,26 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			return nil, d.Errf("%s given more than once", kw)
 		}
 		seen[canonical] = true
-		origin := fmt.Sprintf("%s:%d", d.File(), d.Line())
 		vals := d.RemainingArgs()
+		var value string // the core's setting of kw, if it is one
+		core := true
 		switch kw {
 		case "report-only", "log-only":
 			if len(vals) != 0 {
 				return nil, d.Errf("%s takes no value, got %d", kw, len(vals))
 			}
-			cf.ReportOnly = true
+			cf.ReportOnly, core = true, false
 		case "cookie-secret":
 			secrets, err := parseSecrets(vals)
 			if err != nil {
 				return nil, d.Errf("cookie-secret: %v", err)
 			}
-			cf.CookieSecrets = secrets
+			cf.CookieSecrets, core = secrets, false
 		case "exempt-clients":
 			if len(vals) == 0 {
 				return nil, d.Errf("%s needs at least one address or CIDR prefix", kw)
 			}
-			cf.Settings = append(cf.Settings, Setting{kw, strings.Join(vals, " "), origin})
+			value = strings.Join(vals, " ")
 		default:
 			if !slices.Contains(rrl.Keywords(), kw) {
 				return nil, d.Errf("unknown property %q; the properties are %s, report-only, log-only, cookie-secret", kw, strings.Join(rrl.Keywords(), ", "))
@@ -86,23 +88,17 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			if len(vals) != 1 {
 				return nil, d.Errf("%s takes exactly one value, got %d", kw, len(vals))
 			}
-			cf.Settings = append(cf.Settings, Setting{kw, vals[0], origin})
+			value = vals[0]
 		}
-		if _, err := newLimiterConfig(cf.Settings); err != nil {
-			return nil, d.Err(strings.TrimPrefix(unwrapOrigin(err), "rrl: "))
+		if !core {
+			continue
 		}
+		if err := cfg.SetValue(kw, value); err != nil {
+			return nil, d.Err(strings.TrimPrefix(err.Error(), "rrl: "))
+		}
+		cf.Settings = append(cf.Settings, Setting{kw, value, fmt.Sprintf("%s:%d", d.File(), d.Line())})
 	}
 	return cf, nil
-}
-
-// unwrapOrigin drops the "file:line: " that newLimiterConfig puts before
-// the core's message, since the dispenser adds its own.
-func unwrapOrigin(err error) string {
-	msg := err.Error()
-	if i := strings.Index(msg, ": rrl: "); i >= 0 {
-		return msg[i+2:]
-	}
-	return msg
 }
 
 // blockZones returns the zones of an rrl block: those on its line, else the

@@ -62,6 +62,8 @@ func TestParseCorefileErrors(t *testing.T) {
 		{"a {\n rrl {\n  log-only\n  report-only\n }\n}\n", `Corefile:4 - Error during parsing: report-only given more than once`},
 		{"a {\n rrl {\n  frobnicate 1\n }\n}\n", `Corefile:3 - Error during parsing: unknown property "frobnicate"; the properties are window, `},
 		{"a {\n rrl {\n  window 1 2\n }\n}\n", `Corefile:3 - Error during parsing: window takes exactly one value, got 2`},
+		{"a {\n rrl {\n  window \"\"\n }\n}\n", `Corefile:3 - Error during parsing: window ""`},
+		{"a {\n rrl {\n  exempt-clients 192.0.2.0/24\n  exempt-clients 192.0.2.1/24\n }\n}\n", `Corefile:4 - Error during parsing: exempt-clients "192.0.2.1/24"`},
 		{"a {\n rrl {\n  cookie-secret 00\n }\n}\n", `Corefile:3 - Error during parsing: cookie-secret: want exactly 32 hex digits`},
 		{"a {\n whoami\n}\n", `Corefile: no rrl block`},
 		{"a {\n rrl {\n", `Corefile:2 - Error during parsing: Unexpected EOF`},

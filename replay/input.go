@@ -41,7 +41,11 @@ func (r *Replay) ReadFile(path string) error {
 }
 
 // Read replays a capture read from in, as ReadFile does.
-func (r *Replay) Read(in io.Reader) error {
+func (r *Replay) Read(in io.Reader) error { return r.read(in, true) }
+
+// read replays a capture from in; mayGunzip says whether it may be compressed
+// (once: a capture compressed twice is no capture).
+func (r *Replay) read(in io.Reader, mayGunzip bool) error {
 	br := bufio.NewReaderSize(in, 1<<16)
 	magic, err := br.Peek(4)
 	switch {
@@ -55,15 +59,13 @@ func (r *Replay) Read(in io.Reader) error {
 		return r.readPcap(br)
 	case bytes.Equal(magic, []byte{0, 0, 0, 0}):
 		return r.readDnstap(br)
-	case magic[0] == 0x1f && magic[1] == 0x8b && !r.gunzipping:
+	case magic[0] == 0x1f && magic[1] == 0x8b && mayGunzip:
 		z, err := gzip.NewReader(br)
 		if err != nil {
 			return ErrNotCapture
 		}
 		defer z.Close()
-		r.gunzipping = true // a capture compressed twice is no capture
-		defer func() { r.gunzipping = false }()
-		return r.Read(z)
+		return r.read(z, false)
 	}
 	return ErrNotCapture
 }

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"bytes"
+	"net/netip"
 	"slices"
 	"testing"
 
@@ -68,6 +69,29 @@ func TestLinkTypeIPv4IPv6(t *testing.T) {
 	}{{layers.LinkTypeIPv4, v4}, {layers.LinkTypeIPv6, v6}} {
 		rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, pcapOf(t, capgen.Link{Type: c.link}, false, c.ex))
 		checkCounts(t, rep, decide(t, kv, c.ex, nil))
+	}
+}
+
+// A server on another port than 53 is found when the option names its
+// port; without it, none of its packets is taken for DNS.
+func TestServerPort(t *testing.T) {
+	ex := traffic(t, 6, 100, 0.3, 0)
+	for i := range ex {
+		ex[i].Server = netip.AddrPortFrom(ex[i].Server.Addr(), 5353)
+		if ex[i].Client.Port() == 53 {
+			ex[i].Client = netip.AddrPortFrom(ex[i].Client.Addr(), 5300)
+		}
+	}
+	capture := pcapOf(t, ethernet, false, ex)
+	kv := []string{"responses-per-second=5", "requests-per-second=40"}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...), ServerPort: 5353}, capture)
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	if rep.Responses == 0 || rep.Slipped+rep.Dropped == 0 || len(rep.Skipped) != 0 {
+		t.Errorf("server port 5353: %d responses, %d slipped, %d dropped, skipped %v", rep.Responses, rep.Slipped, rep.Dropped, rep.Skipped)
+	}
+	rep = replayBytes(t, replay.Options{Settings: settings(t, kv...)}, capture)
+	if rep.Queries != 0 || rep.Responses != 0 || rep.Skipped[replay.SkipNotDNSPort] == 0 {
+		t.Errorf("default port 53: %d queries, %d responses, skipped %v", rep.Queries, rep.Responses, rep.Skipped)
 	}
 }
 

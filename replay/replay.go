@@ -56,8 +56,7 @@ type Replay struct {
 	msg      dns.Msg
 	memo     *tupleMemo
 
-	gunzipping bool        // Read is reading a gzip stream
-	stopped    atomic.Bool // Stop was called
+	stopped atomic.Bool // Stop was called
 }
 
 // engine is one configuration under replay: its limiter and its report.
@@ -163,30 +162,39 @@ func (r *Replay) start() {
 func (r *Replay) skip(reason string) { r.skipped[reason]++ }
 
 func (r *Replay) query(m *Message) {
-	q, ok := readQuery(m.Wire)
+	q, ok := r.limitedQuestion(m.Wire)
 	if !ok {
-		r.skip(SkipNotDNS)
-		return
-	}
-	if !q.question {
-		r.skip(SkipNoQuestion)
-		return
-	}
-	if !r.inZones(m.Wire) {
-		r.skip(SkipOutOfZone)
 		return
 	}
 	client := m.Client.Addr().Unmap()
 	valid := r.validCookie(q.cookie, m, client)
 	var dropped uint64
 	for i, e := range r.engines {
-		act := debitRequest(e.limiter, client, m.UDP, valid)
+		act, _ := e.limiter.DebitRequestAddr(client, m.UDP, valid)
 		if act == rrl.Drop {
 			dropped |= 1 << i
 		}
 		e.report.query(m.Time, e.lc.network(client), act == rrl.Drop)
 	}
 	r.pending.put(pendingKey{m.Client, q.id, m.UDP}, pendingQuery{at: m.Time, valid: valid, dropped: dropped})
+}
+
+// limitedQuestion reads the header and question of the message in w and
+// reports whether the servers would limit it: a readable message with a
+// question in the replay's zones. Otherwise it counts why it is skipped.
+func (r *Replay) limitedQuestion(w []byte) (queryInfo, bool) {
+	q, ok := readQuery(w)
+	switch {
+	case !ok:
+		r.skip(SkipNotDNS)
+	case !q.question:
+		r.skip(SkipNoQuestion)
+	case !r.inZones(w):
+		r.skip(SkipOutOfZone)
+	default:
+		return q, true
+	}
+	return q, false
 }
 
 // validCookie judges a query's cookie: a server cookie is checked with the
@@ -217,17 +225,7 @@ func (r *Replay) response(m *Message) {
 	if !matched {
 		// The query was not seen (a capture of responses only, or one
 		// that began after it): charge it now, with the response.
-		info, ok := readQuery(m.Wire)
-		if !ok {
-			r.skip(SkipNotDNS)
-			return
-		}
-		if !info.question {
-			r.skip(SkipNoQuestion)
-			return
-		}
-		if !r.inZones(m.Wire) {
-			r.skip(SkipOutOfZone)
+		if _, ok := r.limitedQuestion(m.Wire); !ok {
 			return
 		}
 	}
@@ -242,11 +240,11 @@ func (r *Replay) response(m *Message) {
 		n := e.lc.network(client)
 		if !matched {
 			e.report.rep.Unmatched++
-			drop := debitRequest(e.limiter, client, m.UDP, false) == rrl.Drop
-			if drop {
+			act, _ := e.limiter.DebitRequestAddr(client, m.UDP, false)
+			if act == rrl.Drop {
 				p.dropped |= 1 << i
 			}
-			e.report.query(m.Time, n, drop)
+			e.report.query(m.Time, n, act == rrl.Drop)
 		}
 		var act rrl.Action
 		switch {
@@ -258,7 +256,7 @@ func (r *Replay) response(m *Message) {
 			act = rrl.Send
 			e.report.rep.CookieExempt++
 		default:
-			act = debitResponse(e.limiter, client, m.UDP, &t)
+			act, _, _ = e.limiter.DebitResponseAddr(client, m.UDP, &t)
 		}
 		if act == rrl.Slip && slip < 0 {
 			slip = slipSize(m.Wire)

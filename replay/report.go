@@ -280,19 +280,15 @@ func (b *reportBuilder) report(top int) *Report {
 		r.Networks = append(r.Networks, e)
 	}
 	slices.SortFunc(r.Networks, func(a, b *NetworkEntry) int {
-		if d := (b.denied() + b.RequestsDropped) - (a.denied() + a.RequestsDropped); d != 0 {
-			return sign(d)
-		}
-		return strings.Compare(a.Network, b.Network)
+		return cmp.Or(cmp.Compare(b.denied()+b.RequestsDropped, a.denied()+a.RequestsDropped),
+			strings.Compare(a.Network, b.Network))
 	})
 	for _, e := range b.tuples {
 		r.Limited = append(r.Limited, e)
 	}
 	slices.SortFunc(r.Limited, func(a, b *TupleEntry) int {
-		if d := b.denied() - a.denied(); d != 0 {
-			return sign(d)
-		}
-		return strings.Compare(a.Network+a.Category+a.Name+a.Type, b.Network+b.Category+b.Name+b.Type)
+		return cmp.Or(cmp.Compare(b.denied(), a.denied()), strings.Compare(a.Network, b.Network),
+			strings.Compare(a.Category, b.Category), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
 	})
 	r.Timeline = b.timeline.build(r.Networks, 5)
 	if top >= 0 {
@@ -306,11 +302,4 @@ func (b *reportBuilder) report(top int) *Report {
 		r.Limited = []*TupleEntry{}
 	}
 	return &r
-}
-
-func sign(d int64) int {
-	if d < 0 {
-		return -1
-	}
-	return 1
 }

@@ -266,6 +266,27 @@ func TestGzip(t *testing.T) {
 	if err := r.Read(bytes.NewReader(z.Bytes())); !errors.Is(err, replay.ErrNotCapture) {
 		t.Errorf("gzipped text: %v", err)
 	}
+	var zz bytes.Buffer
+	zw = gzip.NewWriter(&zz)
+	zw.Write(gzipped(t, capture))
+	zw.Close()
+	r, _ = replay.New(replay.Options{})
+	if err := r.Read(&zz); !errors.Is(err, replay.ErrNotCapture) {
+		t.Errorf("a capture gzipped twice: %v, want %v", err, replay.ErrNotCapture)
+	}
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return z.Bytes()
 }
 
 // Stop ends the reading at the next packet: here, called by the input
