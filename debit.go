@@ -278,48 +278,51 @@ type debited struct {
 }
 
 // debitAccount debits the account for key, of the given kind, by l at now:
-// it reads the account's balance, works out the new one (balance.charge,
-// the slip counter for a tuple account in debt, the episode flag) and
+// it reads the account's balance, works out the new one (settle) and
 // writes it with one compare-and-swap, again if another Debit changed the
-// balance in between. An account the table does not hold is added; the
-// observer hears at once of an account in a limiting episode whose place
-// it took.
+// balance in between. An account the table does not hold is added with
+// full credit less this debit, in the same step; the observer hears at
+// once of an account in a limiting episode whose place it took.
 func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *stripe) debited {
 	i, id := r.table.index(key), identOf(key, kind)
 	ref, held := r.table.find(i, id)
 	for {
-		added := !held
-		if added {
+		if !held {
+			first, d := r.settle(fullCredit(now, l.credit, 0), kind, now, l)
 			var g gone
-			ref, g = r.table.findOrAdd(i, id, now, l.credit, s)
+			var added bool
+			ref, g, added = r.table.findOrAdd(i, id, now, first, s)
 			if g.limited && r.observer != nil {
 				r.reportEvicted(g)
 			}
+			if added {
+				return d
+			}
 		}
 		old, ok := ref.load()
-		if !ok && added {
-			// The account this Debit added (or found just added) was
-			// recycled before it could be charged, in a tiny table under
-			// contention. It had full credit, so the charge would have
-			// been sent: say so, rather than add it again, so that
-			// Debits cannot keep recycling each other's accounts for ever.
-			return debited{act: Send}
-		}
-		if !ok { // a new account took its place: find it again
-			ref, held = r.table.find(i, id)
+		if !ok { // a new account took its place: look again
+			held = false
 			continue
 		}
-		v, inDebt := old.charge(now, l)
-		act := Send
-		if inDebt && kind < LimitRequests {
-			act, v = v.slipOrDrop(kind, r.slipRatio())
-		}
-		limited := old.limitedAfter(now, l, inDebt)
-		if ref.store(old, v.withLimited(limited)) {
-			return debited{inDebt, act, old.limited() != limited}
+		v, d := r.settle(old, kind, now, l)
+		if ref.store(old, v) {
+			return d
 		}
 		held = true // another Debit changed the balance: again
 	}
+}
+
+// settle returns the balance old charged by l at now, with the slip
+// counter advanced for a tuple account in debt and the episode flag set,
+// and what the charge did.
+func (r *RRL) settle(old balance, kind LimitKind, now int64, l limit) (balance, debited) {
+	v, inDebt := old.charge(now, l)
+	act := Send
+	if inDebt && kind < LimitRequests {
+		act, v = v.slipOrDrop(kind, r.slipRatio())
+	}
+	limited := old.limitedAfter(now, l, inDebt)
+	return v.withLimited(limited), debited{inDebt, act, old.limited() != limited}
 }
 
 // tupleKey returns the parts of a tuple that its account key holds: BIND

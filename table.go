@@ -168,7 +168,7 @@ func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
 	return accountID(t.index(key), identOf(key, kind))
 }
 
-// maxWaits bounds how often find looks again at a bucket where the
+// maxWaits bounds how often findOrAdd looks again at a set where the
 // account it seeks is moving in, yielding the processor in between, before
 // it adds the account itself. The wait is for two stores of another Debit;
 // it ends early only if that Debit's goroutine is held up between them.
@@ -176,8 +176,8 @@ func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
 // until recycled, and the debits made to it are lost. The same can happen,
 // without a wait, when two Debits add the same account at once: each
 // looks for it, finds it neither held nor moving in, and takes a place
-// (the other's moving in, it skips); victim looks for it once more just
-// before, which leaves that a window of a few instructions.
+// (the other's moving in, it skips); the look and the taking are a few
+// instructions apart.
 const maxWaits = 100
 
 // find returns the account with ident id in set i if the table holds it
@@ -197,47 +197,41 @@ func (t *bucketTable) find(i uint64, id uint32) (accountRef, bool) {
 	return accountRef{}, false
 }
 
-// findOrAdd returns the account with ident id in set i, adding it with
-// full credit at now (see add) if the table does not hold it, and the
-// account whose place it took, if that one was being limited.
-func (t *bucketTable) findOrAdd(i uint64, id uint32, now, credit int64, s *stripe) (accountRef, gone) {
-	first, last := i*t.setBuckets, (i+1)*t.setBuckets
+// findOrAdd returns the account with ident id in set i and false if the
+// table holds it; else it adds the account with the balance first (its
+// generation aside), the place it took chosen by victim, and returns it,
+// true, and the account whose place it took, if that one was being
+// limited. A Debit passes as first a new account's balance with its first
+// response already charged, so that adding and charging are one step.
+func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, first balance, s *stripe) (accountRef, gone, bool) {
 	for waits := 0; ; waits++ {
-		moving := false
-		for k := first; k < last; k++ {
-			b := t.bucket(k)
-			for j := range t.capacity(k) {
-				switch b.ident[j].Load() {
-				case id:
-					return accountRef{b, j, id}, gone{}
-				case id &^ 1:
-					moving = true
-				}
-			}
-		}
-		if moving && waits < maxWaits {
-			runtime.Gosched()
+		p, moving := t.victim(i, id, now)
+		switch {
+		case p.old == id:
+			return accountRef{p.b, p.j, id}, gone{}, false
+		case moving && waits < maxWaits, p.b == nil:
+			runtime.Gosched() // let the accounts moving in settle
 			continue
 		}
-		if ref, g, ok := t.add(i, id, now, credit, s); ok {
-			return ref, g
+		if ref, g, ok := t.add(i, p, id, first, s); ok {
+			return ref, g, true
 		}
 	}
 }
 
-// add puts the account with ident id in set i, in the place that victim
-// chooses, with full credit at now. It fails if another Debit changed that
-// place first.
-func (t *bucketTable) add(i uint64, id uint32, now, credit int64, s *stripe) (accountRef, gone, bool) {
-	b, j, old := t.victim(i, id, now)
-	if b == nil {
-		runtime.Gosched() // let the accounts moving in settle
-		return accountRef{}, gone{}, false
-	}
-	if old == id { // another Debit added it since findOrAdd looked
-		return accountRef{b, j, id}, gone{}, true
-	}
-	if !b.ident[j].CompareAndSwap(old, id&^1) {
+// place is a place in a set and the ident it held when victim chose it.
+type place struct {
+	b   *bucket
+	j   int
+	old uint32
+}
+
+// add moves the account with ident id into place p of set i with the
+// balance first, in a generation of its own. It fails if another Debit
+// changed the place since victim chose it.
+func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe) (accountRef, gone, bool) {
+	b, j := p.b, p.j
+	if !b.ident[j].CompareAndSwap(p.old, id&^1) {
 		return accountRef{}, gone{}, false
 	}
 	// A Debit of the old account that read its ident before it changed may
@@ -249,45 +243,48 @@ func (t *bucketTable) add(i uint64, id uint32, now, credit int64, s *stripe) (ac
 	var was balance
 	for {
 		was = balance(b.balance[j].Load())
-		if b.balance[j].CompareAndSwap(uint64(was), uint64(fullCredit(now, credit, was.generation()+1))) {
+		if b.balance[j].CompareAndSwap(uint64(was), uint64(first.withGeneration(was.generation()+1))) {
 			break
 		}
 	}
 	b.ident[j].Store(id)
-	if old == 0 {
+	if p.old == 0 {
 		s.held.Add(1)
 		return accountRef{b, j, id}, gone{}, true
 	}
 	s.evictions.Add(1)
-	return accountRef{b, j, id}, gone{accountID(i, old), kindOf(old), was.limited()}, true
+	return accountRef{b, j, id}, gone{accountID(i, p.old), kindOf(p.old), was.limited()}, true
 }
 
-// victim returns the place in set i for the account with ident id and the
-// ident it holds: the account's own place if another Debit has added it
-// meanwhile, else the first empty place, else that of the account with the
-// earliest tat, which is the one with the most credit or the least debt
-// (the first such); a nil bucket if new accounts are moving into every
-// place. Places are filled in order and never emptied, so the account's
-// own place, if any, comes before every empty one.
-func (t *bucketTable) victim(i uint64, id uint32, now int64) (*bucket, int, uint32) {
-	var vb *bucket
-	vj, vid, earliest := 0, uint32(0), int64(0)
+// victim looks in set i for the account with ident id, and for a place
+// for it should it have none. It returns the account's own place if the
+// set holds it; else the first empty place; else that of the account with
+// the earliest tat, which is the one with the most credit or the least
+// debt (the first such); a nil bucket if new accounts are moving into
+// every place. It also reports whether the account is moving in, added by
+// another Debit that has not finished. Places are filled in order and
+// never emptied, so the account's own place, held or moving in, comes
+// before every empty one.
+func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bool) {
+	earliest := int64(0)
 	for k := i * t.setBuckets; k < (i+1)*t.setBuckets; k++ {
 		b := t.bucket(k)
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
 			case v == id:
-				return b, j, id
+				return place{b, j, id}, false
 			case v == 0:
-				return b, j, 0
+				return place{b, j, 0}, moving
+			case v == id&^1:
+				moving = true
 			case v&1 == 1: // not moving in
-				if tat := balance(b.balance[j].Load()).tat(now); vb == nil || tat < earliest {
-					vb, vj, vid, earliest = b, j, v, tat
+				if tat := balance(b.balance[j].Load()).tat(now); p.b == nil || tat < earliest {
+					p, earliest = place{b, j, v}, tat
 				}
 			}
 		}
 	}
-	return vb, vj, vid
+	return p, moving
 }
 
 // sweepBuckets bounds the buckets that one sweep looks at: 2 MB of table,
@@ -401,6 +398,11 @@ func (v balance) slip() uint8         { return uint8(v >> slipShift & 0xf) }
 func (v balance) limited() bool       { return v&limitedBit != 0 }
 func (v balance) generation() balance { return v / generationOne }
 
+// withGeneration returns v in generation g, modulo 8.
+func (v balance) withGeneration(g balance) balance {
+	return v%generationOne | g*generationOne
+}
+
 func (v balance) withTat(tat int64) balance { return v&^tatMask | balance(uint64(tat)&tatMask) }
 func (v balance) withSlip(n uint8) balance  { return v&^slipMask | balance(n)<<slipShift }
 func (v balance) withLimited(on bool) balance {
@@ -413,7 +415,7 @@ func (v balance) withLimited(on bool) balance {
 // fullCredit is the balance of a new account of generation g: full
 // credit at now, slip counter 0, not limited.
 func fullCredit(now, credit int64, g balance) balance {
-	return (g * generationOne).withTat(now - credit)
+	return balance(0).withGeneration(g).withTat(now - credit)
 }
 
 // charge debits the account by l.interval at now and returns its new

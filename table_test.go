@@ -354,7 +354,7 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 	for n, key := range keys {
 		now += steps[n%len(steps)]
 		kind := LimitKind(key>>8) % LimitKindLast
-		ref, _ := tb.findOrAdd(tb.index(key), identOf(key, kind), now, l.credit, st)
+		ref, _ := findFull(tb, tb.index(key), identOf(key, kind), now, l.credit, st)
 		v, ok := ref.load()
 		if !ok {
 			t.Fatalf("op %d: the account found is not there", n)
@@ -455,11 +455,11 @@ func TestBucketTableConcurrent(t *testing.T) {
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	keys := []uint64{1 << 4, 2 << 4, 3 << 4, 4 << 4, 5 << 4}
 	for _, key := range keys {
-		tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
+		findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 	}
 	concurrentDebits(t, tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
-		ref, _ := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
+		ref, _ := findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 		v, _ := ref.load()
 		// Each of goroutines*perG/5 debits of 1 ns, from full credit (-1).
 		if got, want := v.tat(0), int64(goroutines*perG/len(keys)-1); got != want {
@@ -486,7 +486,7 @@ func TestBucketTableConcurrentAdds(t *testing.T) {
 	}
 	concurrentDebits(t, tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
-		ref, _ := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
+		ref, _ := findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 		v, _ := ref.load()
 		want := int64(goroutines*perG/len(keys) - 1)
 		if got := v.tat(0); got > want || got < want-(goroutines-1) {
@@ -510,7 +510,7 @@ func concurrentDebits(t *testing.T, tb *bucketTable, st *stripe, keys []uint64, 
 			for i := range perG {
 				key := keys[(g+i)%len(keys)]
 				for {
-					ref, _ := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, l.credit, st)
+					ref, _ := findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, st)
 					v, ok := ref.load()
 					if !ok {
 						t.Error("an account lost its place in a table large enough")
@@ -579,7 +579,7 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 	for _, sweeps := range []bool{true, false} {
 		tb := newBucketTable(10)
 		st := &stripe{}
-		ref, _ := tb.findOrAdd(tb.index(1<<40), identOf(1<<40, LimitResponses), 0, l.credit, st)
+		ref, _ := findFull(tb, tb.index(1<<40), identOf(1<<40, LimitResponses), 0, l.credit, st)
 		v0, _ := ref.load()
 		v := v0
 		for range 20 {
@@ -615,9 +615,9 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 	}
 }
 
-// TestAddFindsAccountAddedMeanwhile: a Debit that looked for an account
-// and did not find it may reach add after another Debit added it. add must
-// then use that account, not add a second copy in an empty place (or, in a
+// TestAddFindsAccountAddedMeanwhile: a Debit that did not find an account
+// may reach findOrAdd after another Debit added it. findOrAdd must then
+// return that account, not add a second copy in an empty place (or, in a
 // full bucket, recycle the account itself), which loses the debits made
 // to the first.
 func TestAddFindsAccountAddedMeanwhile(t *testing.T) {
@@ -628,20 +628,49 @@ func TestAddFindsAccountAddedMeanwhile(t *testing.T) {
 		key := uint64(7)<<40 | 0x1230
 		i, id := tb.index(key), identOf(key, LimitResponses)
 		for k := range fill { // other accounts of the bucket, more in credit
-			tb.findOrAdd(i, identOf(key+uint64(k+1)<<4, LimitResponses), -int64(time.Hour), l.credit, st)
+			findFull(tb, i, identOf(key+uint64(k+1)<<4, LimitResponses), -int64(time.Hour), l.credit, st)
 		}
-		ref, _ := tb.findOrAdd(i, id, 0, l.credit, st)
+		ref, _ := findFull(tb, i, id, 0, l.credit, st)
 		v, _ := ref.load()
 		w, _ := v.charge(0, l)
 		if !ref.store(v, w) {
 			t.Fatal("store failed with no other Debit")
 		}
-		again, g, ok := tb.add(i, id, 0, l.credit, st)
-		if !ok || again != ref || g != (gone{}) || st.evictions.Load() != 0 {
-			t.Errorf("%d others: add of an account held gave place %d (held at %d), gone %+v, %d evictions", fill, again.i, ref.i, g, st.evictions.Load())
+		again, g, added := tb.findOrAdd(i, id, 0, fullCredit(0, l.credit, 0), st)
+		if added || again != ref || g != (gone{}) || st.evictions.Load() != 0 {
+			t.Errorf("%d others: findOrAdd of an account held gave place %d (held at %d), added %v, gone %+v, %d evictions", fill, again.i, ref.i, added, g, st.evictions.Load())
 		}
 		if got, _ := ref.load(); got != w {
 			t.Errorf("%d others: the debit made to the account was lost", fill)
 		}
 	}
+}
+
+// TestNewAccountIsChargedAsItMovesIn: a Debit that adds an account writes
+// it with its first response already charged, so that no other Debit ever
+// sees the account with full credit and nothing charged.
+func TestNewAccountIsChargedAsItMovesIn(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "5")
+	src, tuple := udp("192.0.2.1"), answer("new.example.")
+	r.Debit(src, tuple)
+	key := r.hash.account(r.networkOfIP(src.IP), LimitResponses, tuple.Class, tuple.Type, tuple.SalientName)
+	ref, held := r.table.find(r.table.index(key), identOf(key, LimitResponses))
+	if !held {
+		t.Fatal("the account was not added")
+	}
+	v, _ := ref.load()
+	now := r.now()
+	if got, want := v.tat(now), now-int64(time.Second)+int64(time.Second)/5; got != want {
+		t.Errorf("tat %d after one debit, want %d: full credit less one response", got-now, want-now)
+	}
+	if v.generation() != 1 {
+		t.Errorf("generation %d, want 1 for the first account in its place", v.generation())
+	}
+}
+
+// findFull is findOrAdd for a test that charges the account itself: a new
+// account moves in with full credit.
+func findFull(tb *bucketTable, i uint64, id uint32, now, credit int64, s *stripe) (accountRef, gone) {
+	ref, g, _ := tb.findOrAdd(i, id, now, fullCredit(now, credit, 0), s)
+	return ref, g
 }
