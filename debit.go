@@ -279,36 +279,45 @@ type debited struct {
 
 // debitAccount debits the account for key, of the given kind, by l at now:
 // it reads the account's balance, works out the new one (settle) and
-// writes it with one compare-and-swap, again if another Debit changed the
-// balance in between. An account the table does not hold is added with
-// full credit less this debit, in the same step; the observer hears at
-// once of an account in a limiting episode whose place it took.
+// writes it with one compare-and-swap. That is all a Debit does when the
+// table holds the account and no other Debit changes it meanwhile;
+// debitAgain handles the rest.
 func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *stripe) debited {
 	i, id := r.table.index(key), identOf(key, kind)
-	ref, held := r.table.find(i, id)
-	for {
-		if !held {
-			first, d := r.settle(fullCredit(now, l.credit, 0), kind, now, l)
-			var g gone
-			var added bool
-			ref, g, added = r.table.findOrAdd(i, id, now, first, s)
-			if g.limited && r.observer != nil {
-				r.reportEvicted(g)
-			}
-			if added {
+	if ref, held := r.table.find(i, id); held {
+		if old, ok := ref.load(); ok {
+			if v, d := r.settle(old, kind, now, l); ref.store(old, v) {
 				return d
 			}
 		}
-		old, ok := ref.load()
-		if !ok { // a new account took its place: look again
-			held = false
-			continue
+	}
+	return r.debitAgain(i, id, kind, now, l, s)
+}
+
+// debitAgain is debitAccount for an account that the table does not hold,
+// or that lost its place, or whose balance another Debit changed between
+// its read and its write: it looks for the account in its set, adding it
+// if need be already debited (firstDebit), and otherwise debits it again
+// until its compare-and-swap succeeds. The observer hears at once of an
+// account in a limiting episode whose place a new account took.
+func (r *RRL) debitAgain(i uint64, id uint32, kind LimitKind, now int64, l limit, s *stripe) debited {
+	for {
+		ref, g, added := r.table.findOrAdd(i, id, now, firstDebit(now, l), s)
+		if g.limited && r.observer != nil {
+			r.reportEvicted(g)
 		}
-		v, d := r.settle(old, kind, now, l)
-		if ref.store(old, v) {
-			return d
+		if added {
+			return debited{act: Send}
 		}
-		held = true // another Debit changed the balance: again
+		for {
+			old, ok := ref.load()
+			if !ok {
+				break // a new account took its place: look again
+			}
+			if v, d := r.settle(old, kind, now, l); ref.store(old, v) {
+				return d
+			}
+		}
 	}
 }
 
@@ -323,6 +332,14 @@ func (r *RRL) settle(old balance, kind LimitKind, now int64, l limit) (balance, 
 	}
 	limited := old.limitedAfter(now, l, inDebt)
 	return v.withLimited(limited), debited{inDebt, act, old.limited() != limited}
+}
+
+// firstDebit is the balance of a new account after its first debit by l
+// at now: full credit less one interval, which never puts it in debt
+// (credit is at least one interval), so the response is sent, no slip is
+// counted and no episode starts.
+func firstDebit(now int64, l limit) balance {
+	return fullCredit(now, l.credit-l.interval, 0)
 }
 
 // tupleKey returns the parts of a tuple that its account key holds: BIND

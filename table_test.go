@@ -674,3 +674,23 @@ func findFull(tb *bucketTable, i uint64, id uint32, now, credit int64, s *stripe
 	ref, g, _ := tb.findOrAdd(i, id, now, fullCredit(now, credit, 0), s)
 	return ref, g
 }
+
+// TestFirstDebitIsAChargeOfFullCredit: a new account moves in with
+// firstDebit, which must be what settle makes of full credit, for every
+// kind of limit (fast and slow rates, as qps-scale may make them, the
+// longest window, and request limits, which sink into no debt): the
+// response sent, nothing slipped, no episode begun.
+func TestFirstDebitIsAChargeOfFullCredit(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "window", "3600")
+	now := int64(5 * time.Hour)
+	for _, interval := range []int64{1, int64(time.Millisecond), int64(time.Second) / 3, int64(time.Second), 7 * int64(time.Second), 100 * int64(time.Second)} {
+		for _, l := range []limit{r.limitOf(interval), requestLimitOf(interval)} {
+			for _, kind := range []LimitKind{LimitResponses, LimitErrors, LimitRequests, LimitAll} {
+				v, d := r.settle(fullCredit(now, l.credit, 0), kind, now, l)
+				if v != firstDebit(now, l) || d != (debited{act: Send}) {
+					t.Errorf("interval %d, debt %d, %v: settle gives %#x %+v, firstDebit %#x", interval, l.debt, kind, v, d, firstDebit(now, l))
+				}
+			}
+		}
+	}
+}
