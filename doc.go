@@ -157,7 +157,8 @@
 // injected clock, which tests use). It reads the account's bucket, works
 // out the new balance and writes it with one compare-and-swap, again if
 // another Debit changed it in between; a new account moves into its place
-// with a compare-and-swap of the ident. The only wait is that of a Debit
+// with a compare-and-swap of the ident and is written already debited.
+// The only wait is that of a Debit
 // that seeks an account another is adding at that instant: it yields
 // until the account is there, at most a hundred times, and then adds it
 // itself (the second copy is recycled in time, with the debits made to

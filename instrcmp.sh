@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Counts the machine instructions one iteration of a core benchmark executes,
+# at a git revision and in the working tree, with valgrind's callgrind: a
+# count, unlike a time, is the same on every run whatever else the machine
+# is doing. Each benchmark runs N and 2N times; the difference over N is the
+# cost of one iteration, without the program's start and the benchmark's
+# setup.
+#
+#   ./instrcmp.sh REV [BENCH-REGEXP] [N]
+#
+# valgrind: apt-get install valgrind
+set -euo pipefail
+cd "$(dirname "$0")"
+
+rev=${1:?usage: $0 REV [BENCH-REGEXP] [N]}
+bench=${2:-'DebitHot$|DebitAddrHot$|Debit10kAccounts$'}
+n=${3:-200000}
+
+work=$(mktemp -d)
+trap 'git worktree remove --force "$work/old" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+git worktree add --detach "$work/old" "$rev" >/dev/null 2>&1
+(cd "$work/old" && go test -c -o "$work/old.test" .)
+go test -c -o "$work/new.test" .
+
+# instructions BINARY BENCHMARK ITERATIONS prints the instructions of a run.
+instructions() {
+	valgrind --tool=callgrind --callgrind-out-file=/dev/null "$work/$1.test" \
+		-test.run '^$' -test.bench "^$2\$" -test.benchtime "$3x" -test.cpu 1 2>&1 >/dev/null |
+		sed -n 's/.*Collected : //p'
+}
+
+printf '%-24s %12s %12s %8s\n' benchmark "$rev" "working tree" change
+names=$("$work/new.test" -test.list "^Benchmark($bench)" | sed 's/^Benchmark//')
+for name in $names; do
+	per=()
+	for bin in old new; do
+		one=$(instructions "$bin" "Benchmark$name" "$n")
+		two=$(instructions "$bin" "Benchmark$name" $((2 * n)))
+		per+=($(((two - one) / n)))
+	done
+	awk -v name="$name" -v old="${per[0]}" -v new="${per[1]}" \
+		'BEGIN { printf "%-24s %12d %12d %+7.1f%%\n", name, old, new, 100 * (new - old) / old }'
+done
