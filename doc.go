@@ -110,7 +110,7 @@
 // the account's key as a tag, and its kind) and an 8-byte balance (the
 // time at which it is zero, the slip counter and the episode flag). The
 // keyed hash of an account picks its bucket; its tag tells it apart from
-// the others there. A full table takes 12.8 bytes per account, 12.6 as
+// the others there. A full table takes 12.8 bytes per account, 12.7 as
 // measured (TestBytesPerAccount, all included), against BIND's 40 to 80.
 // The array is allocated in pages of 64 buckets as accounts arrive, so an
 // empty table costs 8 bytes for every 320 accounts of max-table-size and a
