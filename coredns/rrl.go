@@ -123,10 +123,12 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if reqAct == core.Drop {
 		h.stats.requestRefused(server, zone, proven || !udp)
 		if h.reportOnly {
-			// Served as if rrl were not there. Enforced, the request
-			// would have had no response, so none is charged or counted,
-			// and the metrics say what enforcing would have done.
-			return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
+			// Served as any request is, with a server cookie for a
+			// client that sent a cookie. Enforced, the request would
+			// have had no response, so none is charged or counted, and
+			// the metrics say what enforcing would have done.
+			rec := newRecorder(w, r, h, nowNano, cookie, false)
+			return h.next(rec.ctx.withMetadata(ctx), rec, r)
 		}
 		abort(w, server, udp)
 		return dns.RcodeSuccess, nil // nothing is sent, by us or by the server

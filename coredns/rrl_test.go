@@ -341,6 +341,28 @@ func TestReportOnly(t *testing.T) {
 	}
 }
 
+// TestReportOnlyRefusedRequestGetsServerCookie: in report-only mode a
+// request over requests-per-second is served as any other, so a client
+// that sent a cookie gets a server cookie with it, and the refusal that
+// enforcing would have made is counted.
+func TestReportOnlyRefusedRequestGetsServerCookie(t *testing.T) {
+	h := testHandler(t, "{\n requests-per-second 1\n report-only\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", zoneNext, newClock())
+	const client = "0102030405060708"
+	before := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "unproven"))
+	for i := range 5 {
+		o, m := ask(t, h, "127.0.1.1", false, withCookie(query("cookie.example.org.", dns.TypeA), client))
+		if o != sent {
+			t.Fatalf("query %d: %v, want sent", i, o)
+		}
+		if c := cookieOf(m); len(c) != 48 || !strings.HasPrefix(c, client) {
+			t.Errorf("query %d: response cookie %q, want the client cookie and a server cookie", i, c)
+		}
+	}
+	if over := testutil.ToFloat64(requestsExceeded.WithLabelValues("", "example.org.", "unproven")) - before; over != 4 {
+		t.Errorf("%v requests counted over requests-per-second, want 4 of 5", over)
+	}
+}
+
 func TestInactivePassesThrough(t *testing.T) {
 	h := testHandler(t, "{\n}", zoneNext, newClock())
 	got := tally(t, h, "127.0.1.1", false, 10, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
