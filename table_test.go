@@ -354,14 +354,17 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 	for n, key := range keys {
 		now += steps[n%len(steps)]
 		kind := LimitKind(key>>8) % LimitKindLast
-		ref, _ := findFull(tb, tb.index(key), identOf(key, kind), now, l.credit, st)
-		v, ok := ref.load()
+		// As a Debit does: a new account moves in already debited.
+		ref, _, added := tb.findOrAdd(tb.index(key), identOf(key, kind), now, firstDebit(now, l), st)
+		w, ok := ref.load()
 		if !ok {
 			t.Fatalf("op %d: the account found is not there", n)
 		}
-		w, _ := v.charge(now, l)
-		if !ref.store(v, w) {
-			t.Fatalf("op %d: store failed with no other Debit", n)
+		if !added {
+			v := w
+			if w, _ = v.charge(now, l); !ref.store(v, w) {
+				t.Fatalf("op %d: store failed with no other Debit", n)
+			}
 		}
 
 		// The model.
