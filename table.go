@@ -175,9 +175,10 @@ func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
 // Then the account is added twice: the copy in the later place lies unused
 // until recycled, and the debits made to it are lost. The same can happen,
 // without a wait, when two Debits add the same account at once: each
-// looks for it, finds it neither held nor moving in, and takes a place
-// (the other's moving in, it skips); the look and the taking are a few
-// instructions apart.
+// scans the set before the other's compare-and-swap of the ident, and
+// they choose different places (in a full set whose balances changed
+// between the two scans). Two that choose the same place cannot both
+// take it: the loser sees the account moving in when it looks again.
 const maxWaits = 100
 
 // find returns the account with ident id in set i if the table holds it

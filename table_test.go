@@ -512,8 +512,9 @@ func concurrentDebits(t *testing.T, tb *bucketTable, st *stripe, keys []uint64, 
 			defer wg.Done()
 			for i := range perG {
 				key := keys[(g+i)%len(keys)]
-				for {
-					ref, _ := findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, st)
+				// As a Debit does: a new account moves in already debited.
+				ref, _, added := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, firstDebit(0, l), st)
+				for !added {
 					v, ok := ref.load()
 					if !ok {
 						t.Error("an account lost its place in a table large enough")
@@ -618,12 +619,12 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 	}
 }
 
-// TestAddFindsAccountAddedMeanwhile: a Debit that did not find an account
-// may reach findOrAdd after another Debit added it. findOrAdd must then
-// return that account, not add a second copy in an empty place (or, in a
-// full bucket, recycle the account itself), which loses the debits made
-// to the first.
-func TestAddFindsAccountAddedMeanwhile(t *testing.T) {
+// TestFindOrAddReturnsHeldAccount: findOrAdd of an account the table
+// holds (a Debit whose find missed it, say because another Debit added it
+// since) returns that account, and adds no second copy in an empty place
+// nor, in a full bucket, recycles the account itself, which would lose the
+// debits made to it.
+func TestFindOrAddReturnsHeldAccount(t *testing.T) {
 	l := limit{interval: int64(time.Second) / 5, credit: int64(time.Second), debt: 15 * int64(time.Second)}
 	for _, fill := range []int{0, 4} { // room in the bucket; a full bucket
 		tb := newBucketTable(1000)
@@ -649,10 +650,10 @@ func TestAddFindsAccountAddedMeanwhile(t *testing.T) {
 	}
 }
 
-// TestNewAccountIsChargedAsItMovesIn: a Debit that adds an account writes
-// it with its first response already charged, so that no other Debit ever
-// sees the account with full credit and nothing charged.
-func TestNewAccountIsChargedAsItMovesIn(t *testing.T) {
+// TestNewAccountHoldsFullCreditLessOneResponse: after the Debit that adds
+// it, an account holds full credit less that response, in the first
+// generation of its place.
+func TestNewAccountHoldsFullCreditLessOneResponse(t *testing.T) {
 	r := newTestRRL(t, newTestClock(), "responses-per-second", "5")
 	src, tuple := udp("192.0.2.1"), answer("new.example.")
 	r.Debit(src, tuple)
@@ -695,5 +696,53 @@ func TestFirstDebitIsAChargeOfFullCredit(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAddWritesFirstAsGiven: findOrAdd writes a new account's balance as
+// the Debit made it, its generation aside, and says it added it; no other
+// Debit can see the account before that balance is there.
+func TestAddWritesFirstAsGiven(t *testing.T) {
+	tb := newBucketTable(1000)
+	st := &stripe{}
+	key := uint64(3)<<40 | 0x4560
+	i, id := tb.index(key), identOf(key, LimitErrors)
+	first := fullCredit(77, 5, 0).withSlip(3).withLimited(true)
+	ref, _, added := tb.findOrAdd(i, id, 77, first, st)
+	got, ok := ref.load()
+	if !added || !ok || got != first.withGeneration(1) {
+		t.Errorf("added %v, balance %#x, want %#x", added, got, first.withGeneration(1))
+	}
+}
+
+// TestWaitForAccountMovingIn: a Debit that finds the account it seeks
+// moving in (added by another Debit between its two stores) waits for it
+// rather than add a second copy, and then uses it.
+func TestWaitForAccountMovingIn(t *testing.T) {
+	tb := newBucketTable(1000)
+	st := &stripe{}
+	key := uint64(5)<<40 | 0x7890
+	i, id := tb.index(key), identOf(key, LimitResponses)
+	b := tb.bucket(i)
+	b.ident[0].Store(id &^ 1) // moving in: the other Debit's first store
+	p, moving := tb.victim(i, id, 0)
+	if !moving || p.b != b || p.j != 1 || p.old != 0 {
+		t.Fatalf("victim: place %d (old %#x), moving %v; want place 1, empty, and the account moving in", p.j, p.old, moving)
+	}
+	found := make(chan accountRef)
+	go func() {
+		ref, _, added := tb.findOrAdd(i, id, 0, firstDebit(0, limit{interval: 1, credit: 2, debt: 4}), st)
+		if added {
+			t.Error("findOrAdd added an account already moving in")
+		}
+		found <- ref
+	}()
+	b.balance[0].Store(uint64(fullCredit(0, 2, 1)))
+	b.ident[0].Store(id) // the other Debit's second store
+	if ref := <-found; ref.b != b || ref.i != 0 {
+		t.Errorf("findOrAdd returned place %d, want the account's place 0", ref.i)
+	}
+	if n := st.held.Load(); n != 0 {
+		t.Errorf("%d accounts added", n)
 	}
 }
