@@ -437,6 +437,19 @@ func cookieOf(m *dns.Msg) string {
 	return ""
 }
 
+// serverCookie asks h for www.example.org from ip with a client cookie and
+// returns the cookie of the answer, the client's and h's server cookie:
+// the cookie that client then presents.
+func serverCookie(t testing.TB, h plugin.Handler, ip string) string {
+	t.Helper()
+	_, m := ask(t, h, ip, false, withCookie(query("www.example.org.", dns.TypeA), "0102030405060708"))
+	full := cookieOf(m)
+	if len(full) != 48 {
+		t.Fatalf("no server cookie in %v", m)
+	}
+	return full
+}
+
 func TestCookies(t *testing.T) {
 	h := testHandler(t, "{\n responses-per-second 1\n slip-ratio 1\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", zoneNext, newClock())
 	const client = "0102030405060708"
@@ -615,11 +628,7 @@ func TestValidCookieHeldToProvenAllowance(t *testing.T) {
 	next := countingZone(&calls)
 	h := testHandler(t, "{\n responses-per-second 1\n all-per-second 1\n requests-per-second 2\n proven-requests-per-second 5\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", next, newClock())
 	const zone = "example.org."
-	_, m := ask(t, h, "127.0.8.1", false, withCookie(query("www.example.org.", dns.TypeA), "0102030405060708"))
-	full := cookieOf(m)
-	if len(full) != 48 {
-		t.Fatalf("no server cookie in %v", m)
-	}
+	full := serverCookie(t, h, "127.0.8.1")
 	calls = 0
 	refused := testutil.ToFloat64(requestsExceeded.WithLabelValues("", zone, "proven"))
 	exempt := testutil.ToFloat64(cookieExemptTotal.WithLabelValues("", zone))
@@ -663,11 +672,7 @@ func TestValidCookieCountsForQPSScale(t *testing.T) {
 	limitedOther := func(flood bool) int {
 		clk := newClock()
 		h := testHandler(t, "{\n responses-per-second 10\n slip-ratio 1\n qps-scale 20\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", zoneNext, clk)
-		_, m := ask(t, h, "127.0.8.1", false, withCookie(query("www.example.org.", dns.TypeA), "0102030405060708"))
-		full := cookieOf(m)
-		if len(full) != 48 {
-			t.Fatalf("no server cookie in %v", m)
-		}
+		full := serverCookie(t, h, "127.0.8.1")
 		limited := 0
 		for i := range 300 { // 3 seconds: 100 proven requests a second, and 8 others
 			if flood {

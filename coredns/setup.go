@@ -1,9 +1,6 @@
 package rrl
 
 import (
-	"encoding/hex"
-	"errors"
-	"fmt"
 	"net"
 	"strings"
 
@@ -212,13 +209,13 @@ func parseSecrets(c *caddy.Controller, opts *options, args []string) error {
 	if len(args) < 1 || len(args) > 2 {
 		return c.Errf("cookie-secret takes one secret and optionally the previous one (32 hex digits each), got %d values", len(args))
 	}
-	s, err := parseSecret(args[0])
+	s, err := miekgrrl.ParseSecret(args[0])
 	if err != nil {
 		return c.Errf("cookie-secret: %v", err)
 	}
 	opts.secret = s
 	if len(args) == 2 {
-		p, err := parseSecret(args[1])
+		p, err := miekgrrl.ParseSecret(args[1])
 		if err != nil {
 			return c.Errf("cookie-secret, previous secret: %v", err)
 		}
@@ -228,23 +225,6 @@ func parseSecrets(c *caddy.Controller, opts *options, args []string) error {
 		opts.previous = &p
 	}
 	return nil
-}
-
-// parseSecret decodes a 128-bit secret written as 32 hex digits. All zeros
-// is refused: it is what a template placeholder looks like, and anyone can
-// make valid cookies with it.
-func parseSecret(s string) ([16]byte, error) {
-	var out [16]byte
-	if len(s) != 2*len(out) {
-		return out, fmt.Errorf("want exactly 32 hex digits, got %d characters", len(s))
-	}
-	if _, err := hex.Decode(out[:], []byte(s)); err != nil {
-		return out, errors.New("want exactly 32 hex digits (0-9, a-f)")
-	}
-	if out == ([16]byte{}) {
-		return out, errors.New("the secret is all zeros; draw a random one, such as with: openssl rand -hex 16")
-	}
-	return out, nil
 }
 
 // newCookies makes the cookie checker from the parsed secrets.

@@ -4,6 +4,9 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -79,6 +82,23 @@ type cookieKeys struct {
 	current     [2]uint64
 	previous    [2]uint64
 	hasPrevious bool
+}
+
+// ParseSecret reads a cookie secret as a configuration writes it: 32 hex
+// digits. All zeros is refused: it is what a template placeholder looks
+// like, and anyone can make valid cookies with it.
+func ParseSecret(s string) ([16]byte, error) {
+	var out [16]byte
+	if len(s) != 2*len(out) {
+		return out, fmt.Errorf("want exactly 32 hex digits, got %d characters", len(s))
+	}
+	if _, err := hex.Decode(out[:], []byte(s)); err != nil {
+		return out, errors.New("want exactly 32 hex digits (0-9, a-f)")
+	}
+	if out == ([16]byte{}) {
+		return out, errors.New("the secret is all zeros; draw a random one, such as with: openssl rand -hex 16")
+	}
+	return out, nil
 }
 
 // NewCookies returns Cookies that make server cookies with secret. The secret

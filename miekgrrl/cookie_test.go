@@ -502,3 +502,19 @@ func TestServerCookieClientCookieLength(t *testing.T) {
 		t.Error("a short client cookie is not padded")
 	}
 }
+
+func TestParseSecret(t *testing.T) {
+	s, err := ParseSecret("000102030405060708090a0B0c0d0e0f")
+	if err != nil || s != [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} {
+		t.Errorf("ParseSecret: %x, %v", s, err)
+	}
+	for in, want := range map[string]string{
+		"0011":                             "got 4 characters",
+		"000102030405060708090a0b0c0d0e0g": "0-9, a-f",
+		"00000000000000000000000000000000": "all zeros",
+	} {
+		if _, err := ParseSecret(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseSecret(%q): %v, want an error saying %q", in, err, want)
+		}
+	}
+}

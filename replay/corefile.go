@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/coredns/caddy/caddyfile"
 	"github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // Corefile is what the first rrl block of a Corefile says: the core's
@@ -150,26 +150,11 @@ func parseSecrets(vals []string) ([][16]byte, error) {
 	}
 	var out [][16]byte
 	for _, v := range vals {
-		s, err := ParseSecret(v)
+		s, err := miekgrrl.ParseSecret(v)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, s)
-	}
-	return out, nil
-}
-
-// ParseSecret decodes a cookie secret written as 32 hex digits.
-func ParseSecret(s string) ([16]byte, error) {
-	var out [16]byte
-	if len(s) != 32 {
-		return out, fmt.Errorf("want exactly 32 hex digits, got %d characters", len(s))
-	}
-	if _, err := hex.Decode(out[:], []byte(s)); err != nil {
-		return out, fmt.Errorf("want exactly 32 hex digits (0-9, a-f)")
-	}
-	if out == ([16]byte{}) {
-		return out, fmt.Errorf("the secret is all zeros")
 	}
 	return out, nil
 }

@@ -12,8 +12,6 @@ package main
 import (
 	"crypto"
 	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -95,11 +93,10 @@ func parseFlags(args []string) (options, error) {
 		rand.Read(o.secret[:])
 		return o, nil
 	}
-	b, err := hex.DecodeString(*secret)
-	if err != nil || len(b) != 16 {
-		return o, errors.New("-secret wants 32 hex digits")
+	var err error
+	if o.secret, err = miekgrrl.ParseSecret(*secret); err != nil {
+		return o, fmt.Errorf("-secret: %v", err)
 	}
-	copy(o.secret[:], b)
 	return o, nil
 }
 

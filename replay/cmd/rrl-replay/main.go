@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/miekgrrl"
 	"github.com/dnsrrl/rrl/replay"
 )
 
@@ -176,7 +177,7 @@ func (c *cli) options() (replay.Options, error) {
 	if c.secret != "" {
 		opts.CookieSecrets = nil
 		for _, h := range strings.Split(c.secret, ",") {
-			s, err := replay.ParseSecret(strings.TrimSpace(h))
+			s, err := miekgrrl.ParseSecret(strings.TrimSpace(h))
 			if err != nil {
 				return opts, fmt.Errorf("-cookie-secret: %v", err)
 			}
