@@ -159,6 +159,7 @@ func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	s.rw, s.h, s.req = w, h, req
 	s.remote = w.RemoteAddr()
 	s.client, s.udp = clientAddr(s.remote)
+	s.stream = onStream(s.remote, s.udp)
 	if h.opts.Cookies != nil {
 		// The clock is read only for requests with a cookie.
 		if o, n := cookieOptions(req); n > 0 {
@@ -229,7 +230,8 @@ type state struct {
 	req     *dns.Msg
 	remote  net.Addr
 	client  netip.Addr
-	udp     bool
+	udp     bool // as the core reads the source: what the limiter is told
+	stream  bool // on a connection (onStream): what writing the response goes by
 	ck      cookieInfo
 	now     time.Time // read when the request has a cookie
 	origin  string
@@ -374,35 +376,35 @@ func (s *state) admit() bool {
 	if act == rrl.Send {
 		return true
 	}
-	s.decided, s.action = true, rrl.Drop
 	if h.opts.OnDecision != nil {
 		h.opts.OnDecision(Decision{Action: rrl.Drop, IPReason: ipr, RTReason: rrl.RTNotReached,
 			RequestDropped: true, Limited: true, Client: s.client, UDP: s.udp, Cookie: s.ck.state,
 			ReportOnly: h.opts.ReportOnly, Request: s.req})
 	}
 	if h.opts.ReportOnly {
-		s.action = rrl.Send
+		s.decided, s.action = true, rrl.Send
 		return true
 	}
-	if s.onStream() {
+	if s.stream {
 		s.rw.Close() // nothing will be written: free the connection now
 	}
 	return false
 }
 
-// onStream reports whether the request came on a connection, which a
-// refused request closes: TCP and TLS (a *net.TCPAddr, even one without a
-// usable IP, which the core reads as UDP), a stream over a Unix socket
-// (which has no IP either), and any other transport the core does not read
-// as UDP.
-func (s *state) onStream() bool {
-	switch a := s.remote.(type) {
+// onStream reports whether a request from remote came on a connection:
+// TCP and TLS (a *net.TCPAddr, even one without a usable IP, which the core
+// reads as UDP), a Unix socket of streams or of sequenced packets (which
+// has no IP either), and any other transport the core does not read as
+// UDP. A refused request closes its connection, and a response on one is
+// never truncated nor slipped, whatever the core's reading of the source.
+func onStream(remote net.Addr, udp bool) bool {
+	switch a := remote.(type) {
 	case *net.TCPAddr:
 		return true
 	case *net.UnixAddr:
-		return a != nil && a.Net == "unix"
+		return a != nil && (a.Net == "unix" || a.Net == "unixpacket")
 	}
-	return !s.udp
+	return !udp
 }
 
 func (s *state) writeMsg(m *dns.Msg) error {
@@ -482,7 +484,7 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 		}
 		h.opts.OnDecision(d)
 	}
-	if h.opts.ReportOnly || (!s.udp && s.action == rrl.Slip) {
+	if h.opts.ReportOnly || (s.stream && s.action == rrl.Slip) {
 		s.action = rrl.Send
 	}
 	return s.action
@@ -513,7 +515,7 @@ func (s *state) withCookie(m *dns.Msg) *dns.Msg {
 		c = s.h.opts.Cookies.freshCookie(&r.cookie, &r.text, &s.ck.cc, s.client, s.now)
 	}
 	out := r.attach(s.req, m, c)
-	if s.udp {
+	if !s.stream {
 		if size := udpSize(s.req); uncompressedLen(out, &r.opt) > size {
 			out.Truncate(size)
 		}

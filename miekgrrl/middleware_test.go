@@ -166,23 +166,6 @@ func TestMiddlewareTCPNotLimited(t *testing.T) {
 	}
 }
 
-// requests-per-second applies to TCP too: the core says Drop.
-func TestMiddlewareTCPRequestLimit(t *testing.T) {
-	lim := newLimiter(t, newTestClock(), "requests-per-second", "2")
-	var ds decisions
-	h := Middleware(lim, answerHandler, Options{OnDecision: ds.record})
-	w := tcpFrom("192.0.2.1")
-	for range 5 {
-		h.ServeDNS(w, query("www.example.org."))
-		if ds.last().IPReason == rrl.IPRateLimit && ds.last().Action != rrl.Drop {
-			t.Errorf("request limit without Drop: %+v", ds.last())
-		}
-	}
-	if sent := w.wrote(); sent != 2 {
-		t.Errorf("sent %d of 5 over TCP with requests-per-second 2, want 2", sent)
-	}
-}
-
 func TestMiddlewareReportOnly(t *testing.T) {
 	lim := newLimiter(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "2")
 	var ds decisions

@@ -351,6 +351,61 @@ func TestMiddlewareValidCookieCountsForQPSScale(t *testing.T) {
 	}
 }
 
+// A stream whose address the core cannot read (a Unix socket, a
+// *net.TCPAddr without an IP) is limited as a UDP source would be, but its
+// responses are never slipped as TC replies nor truncated: the client is
+// already on a connection, and a TC reply would send it to retry over one.
+func TestMiddlewareStreamWithoutAddressIsNeverTruncated(t *testing.T) {
+	for _, remote := range []net.Addr{
+		&net.UnixAddr{Name: "@dns", Net: "unix"},
+		&net.UnixAddr{Name: "@dns", Net: "unixpacket"},
+		&net.TCPAddr{Port: 5353},
+	} {
+		lim := newLimiter(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "1")
+		var ds decisions
+		h := Middleware(lim, answerHandler, Options{OnDecision: ds.record})
+		w := &fakeWriter{remote: remote}
+		for range 3 {
+			h.ServeDNS(w, query("www.example.org."))
+		}
+		slips := 0
+		for _, d := range ds.list {
+			if d.Action == rrl.Slip {
+				slips++
+			}
+		}
+		if slips == 0 {
+			t.Fatalf("%s: the limiter slipped nothing, so nothing is tested", remote.Network())
+		}
+		for _, m := range w.msgs {
+			if m.Truncated {
+				t.Errorf("%s: a TC reply written on a connection", remote.Network())
+			}
+		}
+		if w.wrote() != 3 {
+			t.Errorf("%s: wrote %d of 3, want a slip sent as the response", remote.Network(), w.wrote())
+		}
+	}
+}
+
+// In report-only mode a UDP request over its limit is answered as it would
+// be without the limit, not truncated, and its response is not debited.
+func TestMiddlewareRequestLimitReportOnlyUDP(t *testing.T) {
+	lim := newLimiter(t, newTestClock(), "requests-per-second", "1", "responses-per-second", "1", "slip-ratio", "1")
+	var ds decisions
+	h := Middleware(lim, answerHandler, Options{ReportOnly: true, OnDecision: ds.record})
+	w := udpFrom("192.0.2.1")
+	for range 3 {
+		h.ServeDNS(w, query("www.example.org."))
+	}
+	if w.wrote() != 3 || w.msgs[1].Truncated || w.msgs[2].Truncated || len(w.msgs[2].Answer) == 0 {
+		t.Errorf("wrote %d: %v; want 3 full answers", w.wrote(), w.msgs)
+	}
+	if st := lim.GetStats(false); st.RPS[rrl.AllowanceAnswer] != 1 || st.IPReasons[rrl.IPRateLimit] != 2 {
+		t.Errorf("want 1 response debited and 2 requests over the limit: %v", st.String())
+	}
+}
+
 // A refused request closes its connection whatever the stream's address:
 // a stream over a Unix socket and a *net.TCPAddr without an IP have no
 // address the core can read (it counts them as 0.0.0.0 over UDP), yet

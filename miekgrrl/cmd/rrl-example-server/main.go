@@ -100,17 +100,19 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
+// flagKeywords are the limiter's settings that flags set, in the order
+// config takes their values.
+var flagKeywords = []string{"responses-per-second", "slip-ratio", "window", "requests-per-second", "proven-requests-per-second"}
+
 // config returns the limiter's Config for o, or the limiter's error for
 // the first setting it refuses.
 func (o options) config() (*rrl.Config, error) {
 	cfg := rrl.NewConfig()
-	settings := [][2]string{{"responses-per-second", o.rate}, {"slip-ratio", o.slip}, {"window", o.window},
-		{"requests-per-second", o.requests}, {"proven-requests-per-second", o.proven}}
-	for _, kv := range settings {
-		if kv[1] == "" {
+	for i, v := range []string{o.rate, o.slip, o.window, o.requests, o.proven} {
+		if v == "" {
 			continue // left at its default
 		}
-		if err := cfg.SetValue(kv[0], kv[1]); err != nil {
+		if err := cfg.SetValue(flagKeywords[i], v); err != nil {
 			return nil, err
 		}
 	}
@@ -149,7 +151,7 @@ func start(o options) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg, o.proven != "")}
+	s := &server{limiter: rrl.NewRRL(cfg), cookies: miekgrrl.NewCookies(o.secret), settings: flagSettings(cfg)}
 	opts := miekgrrl.Options{ReportOnly: o.reportOnly, Cookies: s.cookies, OnDecision: o.onDecision}
 	if o.verbose {
 		opts.OnDecision = logDecision(o.onDecision)
@@ -181,17 +183,17 @@ func start(o options) (*server, error) {
 }
 
 // flagSettings lists the settings of cfg that the flags set, read back
-// from cfg: a default shows as the value it takes. provenSet says whether
-// proven-requests-per-second was set: until it is, proven requests share
-// the unproven ones' account, which the value alone does not show.
-func flagSettings(cfg *rrl.Config, provenSet bool) string {
+// from cfg: a default shows as the value it takes. Until
+// proven-requests-per-second is set, proven requests share the unproven
+// ones' account, which the value alone does not show.
+func flagSettings(cfg *rrl.Config) string {
 	var s []string
-	for _, k := range []string{"responses-per-second", "slip-ratio", "window", "requests-per-second", "proven-requests-per-second"} {
+	for _, k := range flagKeywords {
 		v, err := cfg.Value(k)
 		if err != nil {
 			v = err.Error()
 		}
-		if k == "proven-requests-per-second" && !provenSet {
+		if k == "proven-requests-per-second" && !cfg.IsSet(k) {
 			v += " (the requests-per-second account, shared)"
 		}
 		s = append(s, k+" "+v)
