@@ -235,7 +235,7 @@ func TestValueReadsBack(t *testing.T) {
 
 func TestStatsStringLabelsEveryNumber(t *testing.T) {
 	s := Stats{CacheLength: 2, Evictions: 9}
-	s.count(AllowanceNoData, Slip, IPOk, RTRateLimit)
+	s.countN(AllowanceNoData, Slip, IPOk, RTRateLimit, 1)
 	want := "RPS Answer 0 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 0 Drop 0 Slip 1; " +
 		"IPReasons Ok 1 NotConfigured 0 NotReached 0 RateLimit 0 CacheFull 0 Exempt 0; " +
 		"RTReasons Ok 0 NotConfigured 0 NotReached 0 RateLimit 1 NotUDP 0 CacheFull 0 AllLimit 0; CacheLength 2; Evictions 9"

@@ -11,7 +11,7 @@ import (
 // check in the order Debit documents; chargeRequest, chargeNetwork and
 // chargeTuple debit the accounts through debitAccount, which does so with
 // one compare-and-swap of the account's balance in its bucket (a new
-// account: of its ident and its balance, table.go); the outcome is
+// account moves in with more, see bucketTable.add); the outcome is
 // counted in the calling goroutine's stripe of the statistics (stripes.go).
 
 // Debit charges one response to src's accounts and says what to do with it:

@@ -6,13 +6,15 @@ import (
 	"time"
 )
 
-// qpsScaler implements qps-scale: when the server as a whole sends more
-// than target responses per second, every response allowance (and
+// qpsScaler implements qps-scale: when the server as a whole answers more
+// than target requests per second, every response allowance (and
 // all-per-second, and slip-ratio above 2) shrinks by target/qps, so that
-// limiting tightens as the load grows. Every Debit that is not exempt counts,
-// TCP included, as in BIND. The rate is measured over each whole second
-// (BIND measures over the window): the stripes of the statistics count responses, and the first
-// Debit of a new second adds them up and sets the factor for that second.
+// limiting tightens as the load grows. Every request charged (by Debit or
+// DebitRequest) that is not exempt counts, TCP and valid cookies included,
+// as in BIND, where each query is counted once. The rate is measured over
+// each whole second (BIND measures over the window): the stripes of the
+// statistics count requests, and the first of a new second adds them up
+// and sets the factor for that second.
 type qpsScaler struct {
 	target float64
 	second atomic.Int64
@@ -26,7 +28,7 @@ func newQPSScaler(target float64) *qpsScaler {
 	return q
 }
 
-// observe counts one response and, on the first response of a new second,
+// observe counts one request and, on the first request of a new second,
 // sets the scale factor from the rate over the seconds since the last one.
 func (q *qpsScaler) observe(all stripes, s *stripe, now int64) {
 	s.qps.Add(1)

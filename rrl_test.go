@@ -330,6 +330,37 @@ func TestObserverReportsEvictedEpisode(t *testing.T) {
 	}
 }
 
+// TestEventsNameTheirLimitKind: an evicted account's event and a stop
+// reported by EndQuietEpisodes carry the account's LimitKind and its name,
+// as the start does (errors here: not the zero LimitKind, so that a field
+// left unset shows).
+func TestEventsNameTheirLimitKind(t *testing.T) {
+	var events []Event
+	clock := newTestClock()
+	c := NewConfig()
+	c.SetValue("errors-per-second", "1")
+	c.SetValue("max-table-size", "1")
+	c.SetNowFunc(clock.Now)
+	c.SetObserver(func(e Event) { events = append(events, e) })
+	r := NewRRL(c)
+	errs := &ResponseTuple{AllowanceCategory: AllowanceError}
+	debitN(r, udp("192.0.2.1"), errs, 2)    // starts an episode
+	debitN(r, udp("198.51.100.1"), errs, 2) // evicts it, and starts its own
+	clock.Advance(time.Minute)
+	r.EndQuietEpisodes(time.Second) // stops the second
+	var kinds []string
+	for _, e := range events {
+		if e.LimitKind != LimitErrors || e.Limit != "errors-per-second" {
+			t.Errorf("%+v: want LimitErrors, errors-per-second", e)
+		}
+		kinds = append(kinds, fmt.Sprintf("started %v evicted %v", e.Started, e.Evicted))
+	}
+	want := []string{"started true evicted false", "started false evicted true", "started true evicted false", "started false evicted false"}
+	if fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", kinds, want)
+	}
+}
+
 func TestStats(t *testing.T) {
 	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "2")
 	debitN(r, udp("192.0.2.1"), answer("a."), 3)

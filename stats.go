@@ -52,11 +52,6 @@ func (s *Stats) Add(from *Stats) {
 	s.Evictions += from.Evictions
 }
 
-// count records one Debit outcome.
-func (s *Stats) count(cat AllowanceCategory, act Action, ipr IPReason, rtr RTReason) {
-	s.countN(cat, act, ipr, rtr, 1)
-}
-
 // countN records n Debit outcomes alike; a category out of range counts
 // in none.
 func (s *Stats) countN(cat AllowanceCategory, act Action, ipr IPReason, rtr RTReason, n int64) {

@@ -9,8 +9,10 @@ import (
 // An RRL counts the outcomes of its Debits in stripes, many more than the
 // processors, rather than in one Stats: two processors counting at once
 // then rarely write the same cache line. A Debit counts in the stripe that
-// the address of its goroutine's stack picks, so that the Debits of one
-// goroutine count in one stripe, which stays in its processor's cache.
+// the address of its goroutine's stack picks, so that the Debits one
+// goroutine makes from one place in its code count in one stripe, which
+// stays in its processor's cache (a Debit from deeper in the stack, or
+// after the stack has grown, may pick another: counting stays exact).
 // GetStats adds the stripes up.
 //
 // A stripe counts the common outcomes, an action with its two reasons, per
@@ -27,7 +29,7 @@ type stripe struct {
 
 	evictions atomic.Int64
 	held      atomic.Int64 // accounts added to empty places
-	qps       atomic.Int64 // responses counted for qps-scale
+	qps       atomic.Int64 // requests counted for qps-scale
 
 	_ [32]byte // a whole number of cache lines, so that stripes share none
 }
@@ -120,8 +122,8 @@ func newStripes() stripes {
 	return make(stripes, n)
 }
 
-// pick returns the calling goroutine's stripe: the one its stack's
-// address picks (stacks are at least 2 KB apart).
+// pick returns the stripe that the caller's place on its goroutine's stack
+// picks (stacks are at least 2 KB apart, so goroutines spread).
 func (s stripes) pick() *stripe {
 	var onStack byte
 	p := uint64(uintptr(unsafe.Pointer(&onStack))) >> 11

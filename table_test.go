@@ -47,7 +47,7 @@ func TestTableFullSpray(t *testing.T) {
 }
 
 func TestVictimChoice(t *testing.T) {
-	// One shard of three accounts, one response per second each, clock still.
+	// A table of three accounts, one response per second each, clock still.
 	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "max-table-size", "3", "slip-ratio", "0")
 	src := udp("192.0.2.1")
 	debitN(r, src, answer("a."), 2) // in debt
@@ -78,7 +78,7 @@ func TestVictimChoice(t *testing.T) {
 
 func TestBytesPerAccount(t *testing.T) {
 	if testing.Short() {
-		t.Skip("fills a 100,000-account table")
+		t.Skip("fills a 200,000-account table")
 	}
 	const size = 200_000
 	var before, after runtime.MemStats
@@ -109,7 +109,7 @@ func TestVictimPrefersRepaidDebt(t *testing.T) {
 	r := newTestRRL(t, clock, "responses-per-second", "1", "max-table-size", "2", "slip-ratio", "0")
 	src := udp("192.0.2.1")
 	debitN(r, src, answer("a."), 2) // a: in debt by one second
-	clock.Advance(2 * time.Second)  // a has repaid, but is still on the debt list
+	clock.Advance(2 * time.Second)  // a has repaid, though it was debited before b
 	debitN(r, src, answer("b."), 1) // b: in credit, used more recently than a
 	debitN(r, src, answer("c."), 1) // recycles a, not b
 	if got := actions(r, src, answer("b."), 2); got != "DD" {
@@ -117,7 +117,7 @@ func TestVictimPrefersRepaidDebt(t *testing.T) {
 	}
 }
 
-// TestVictimSparesDebtWhenOthersRepaid has every account of a full shard
+// TestVictimSparesDebtWhenOthersRepaid has every account of a full table
 // go into debt, the least recently used deepest: once the others have paid
 // off their debt, a new account takes the place of one of them, not of the
 // one still in debt.
@@ -136,10 +136,14 @@ func TestVictimSparesDebtWhenOthersRepaid(t *testing.T) {
 	}
 }
 
-func TestLRUOrderWithinList(t *testing.T) {
+// TestVictimHasMostCredit: among accounts in credit, the one with the most
+// left is recycled: a, debited twice, keeps its place; b and c, debited
+// once each, have equal credit with the clock still, and b, first in the
+// table's order, goes.
+func TestVictimHasMostCredit(t *testing.T) {
 	r := newTestRRL(t, newTestClock(), "responses-per-second", "10", "max-table-size", "3", "slip-ratio", "0")
 	src := udp("192.0.2.1")
-	for _, n := range []string{"a.", "b.", "c.", "a."} { // a used again: b is now the oldest
+	for _, n := range []string{"a.", "b.", "c.", "a."} {
 		debitN(r, src, answer(n), 1)
 	}
 	debitN(r, src, answer("d."), 1) // recycles b
@@ -536,14 +540,57 @@ func TestStripesShareNoCacheLine(t *testing.T) {
 	}
 }
 
+// TestStripePicksOnePerGoroutine: a goroutine calling from one place in its
+// code counts in one stripe, and goroutines spread over the stripes.
 func TestStripePicksOnePerGoroutine(t *testing.T) {
 	s := newStripes()
 	if len(s)&(len(s)-1) != 0 || len(s) < 16 {
 		t.Fatalf("%d stripes", len(s))
 	}
-	a, b := s.pick(), s.pick()
-	if a != b {
-		t.Error("one goroutine picked two stripes")
+	const goroutines = 64
+	picked := make(chan *stripe, goroutines)
+	for range goroutines {
+		go func() {
+			a := pickDeeper(s, 20)
+			if b := pickDeeper(s, 20); a != b {
+				t.Error("one goroutine picked two stripes")
+			}
+			picked <- a
+		}()
+	}
+	distinct := map[*stripe]bool{}
+	for range goroutines {
+		distinct[<-picked] = true
+	}
+	if len(distinct) < 2 {
+		t.Errorf("%d goroutines picked %d stripe", goroutines, len(distinct))
+	}
+}
+
+// pickDeeper picks a stripe from n frames further down the stack.
+//
+//go:noinline
+func pickDeeper(s stripes, n int) *stripe {
+	if n == 0 {
+		return s.pick()
+	}
+	return pickDeeper(s, n-1)
+}
+
+// TestIdentOfTagZero: a key whose tag bits are all 0 still has an ident
+// whose moving-in form is not 0, which would read as an empty place; so a
+// Debit that finds it moving in waits for it rather than add it again.
+func TestIdentOfTagZero(t *testing.T) {
+	key := uint64(9) << 40 // tag 0
+	id := identOf(key, LimitResponses)
+	if id&^1 == 0 {
+		t.Fatalf("ident %#x moves in as 0, an empty place", id)
+	}
+	tb := newBucketTable(1000)
+	i := tb.index(key)
+	tb.bucket(i).ident[0].Store(id &^ 1)
+	if p, moving := tb.victim(i, id, 0); !moving || p.j != 1 {
+		t.Errorf("victim: place %d, moving %v; want place 1 and the account seen moving in", p.j, moving)
 	}
 }
 
