@@ -32,3 +32,8 @@ var limitKeywords = [...]string{
 // String returns the keyword of the allowance, such as
 // "responses-per-second".
 func (k LimitKind) String() string { return enumName(limitKeywords[:], int(k), "LimitKind") }
+
+// request reports whether k limits requests rather than responses: such
+// an account is charged when a request arrives, is never scaled by
+// qps-scale, and sinks into no debt (a refused request is not charged).
+func (k LimitKind) request() bool { return k == LimitRequests || k == LimitProvenRequests }

@@ -44,13 +44,15 @@ func NewRRL(cfg *Config) *RRL {
 		r.injected = newInjectedClock(cfg.nowFunc)
 	}
 	for i := range r.limits {
-		if f := r.cfg.rate(LimitKind(i)); f > 0 {
-			r.limits[i] = r.limitOf(int64(float64(time.Second) / f))
+		k := LimitKind(i)
+		f := r.cfg.rate(k)
+		if f <= 0 {
+			continue
 		}
-	}
-	for _, k := range []LimitKind{LimitRequests, LimitProvenRequests} {
-		if r.limits[k].on() {
-			r.limits[k] = requestLimitOf(r.limits[k].interval)
+		interval := int64(float64(time.Second) / f)
+		r.limits[k] = r.limitOf(interval)
+		if k.request() {
+			r.limits[k] = requestLimitOf(interval)
 		}
 	}
 	if r.cfg.qpsScale > 0 {
@@ -108,6 +110,18 @@ func requestLimitOf(interval int64) limit {
 
 func (l limit) on() bool { return l.interval > 0 }
 
+// episodeSlack is how long before now an account's tat lies once it is out
+// of its limiting episode: 0 for an account that goes into debt (out of
+// debt), and for one that never does (a request account, refused rather
+// than charged) a whole interval more than full credit, so that a network
+// asking too fast is one episode (see balance.limitedAfter).
+func (l limit) episodeSlack() int64 {
+	if l.debt != 0 {
+		return 0
+	}
+	return l.credit + l.interval
+}
+
 // limit returns allowance k, scaled by qps-scale when that is set (the
 // request limits are not scaled).
 func (r *RRL) limit(k LimitKind) limit {
@@ -118,7 +132,7 @@ func (r *RRL) limit(k LimitKind) limit {
 }
 
 func (r *RRL) scaledLimit(k LimitKind) limit {
-	if k == LimitRequests || k == LimitProvenRequests || !r.limits[k].on() {
+	if k.request() || !r.limits[k].on() {
 		return r.limits[k]
 	}
 	return r.limitOf(r.qps.scale(r.limits[k].interval))
@@ -158,12 +172,7 @@ func (r *RRL) EndQuietEpisodes(quiet time.Duration) int {
 	now := r.now()
 	var before [LimitKindLast]int64
 	for k := range before {
-		before[k] = now - min(int64(max(quiet, 0)), maxClock) // no overflow below
-		if l := r.limits[k]; l.on() && l.debt == 0 {
-			// A request account, never in debt, is out of its limit once
-			// it has held full credit for an interval (see limitedAfter).
-			before[k] -= l.credit + l.interval
-		}
+		before[k] = now - min(int64(max(quiet, 0)), maxClock) - r.limits[k].episodeSlack() // no overflow
 	}
 	ended := r.table.sweep(now, &before, sweepBuckets, nil)
 	if r.observer != nil {

@@ -452,7 +452,7 @@ func (v balance) limitedAfter(now int64, l limit, inDebt bool) bool {
 	if inDebt || l.debt != 0 || !v.limited() {
 		return inDebt
 	}
-	return v.tat(now) > now-l.credit-l.interval
+	return v.tat(now) > now-l.episodeSlack()
 }
 
 // slipOrDrop applies BIND's slip counter to a limited response: the first
