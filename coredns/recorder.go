@@ -126,32 +126,17 @@ func (rec *recorder) Write(b []byte) (int, error) {
 
 // send writes m to the client, with a fresh server cookie when the request
 // carried a client cookie: that is how clients obtain the cookie that
-// exempts them.
+// exempts them. The cookie goes into a copy of m: a plugin may write one
+// message to many clients (a shared or cached message), and writing the
+// cookie into it would race with the other requests and leak one client's
+// cookie to another. AddServerCookie copies the additional section and
+// the OPT record it changes, so a copy of the header struct is enough.
 func (rec *recorder) send(m *dns.Msg) error {
 	if rec.cookie != miekgrrl.CookieNone {
-		m = withOwnOPT(m)
+		c := *m
 		client, _ := core.Source(rec.RemoteAddr())
-		rec.h.cookies.AddServerCookie(rec.req, m, client.Unmap(), time.Unix(0, rec.now))
+		rec.h.cookies.AddServerCookie(rec.req, &c, client.Unmap(), time.Unix(0, rec.now))
+		m = &c
 	}
 	return rec.ResponseWriter.WriteMsg(m)
-}
-
-// withOwnOPT returns a shallow copy of m with its own additional section and
-// its own copy of the OPT record, if any, so that the server cookie can be
-// added without touching the message the plugin wrote: a plugin may write
-// one message to many clients (a shared or cached message), and writing the
-// cookie into it would race with the other requests and leak one client's
-// cookie to another.
-func withOwnOPT(m *dns.Msg) *dns.Msg {
-	c := *m
-	c.Extra = make([]dns.RR, len(m.Extra), len(m.Extra)+1)
-	copy(c.Extra, m.Extra)
-	for i, rr := range c.Extra {
-		if opt, ok := rr.(*dns.OPT); ok {
-			o := *opt
-			o.Option = append([]dns.EDNS0(nil), opt.Option...)
-			c.Extra[i] = &o
-		}
-	}
-	return &c
 }

@@ -6,6 +6,7 @@ package rrl
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -120,21 +121,20 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	proven := cookie == miekgrrl.CookieValid
 
 	reqAct, _ := h.limiter.DebitRequestAddr(client, udp, proven)
-	if reqAct == core.Drop {
+	refused := reqAct == core.Drop
+	if refused {
 		h.stats.requestRefused(server, zone, proven || !udp)
-		if h.reportOnly {
-			// Served as any request is, with a server cookie for a
-			// client that sent a cookie. Enforced, the request would
-			// have had no response, so none is charged or counted, and
-			// the metrics say what enforcing would have done.
-			rec := newRecorder(w, r, h, nowNano, cookie, false)
-			return h.next(rec.ctx.withMetadata(ctx), rec, r)
+		if !h.reportOnly {
+			abort(w, server, udp)
+			return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
 		}
-		abort(w, server, udp)
-		return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
+		// In report-only mode it is served as any request is (a server
+		// cookie for a client that sent one, FORMERR for a malformed
+		// one). Enforced, it would have had no response, so none is
+		// charged or counted: the metrics say what enforcing would do.
 	}
 
-	hold := udp && !proven
+	hold := udp && !proven && !refused
 	rec := newRecorder(w, r, h, nowNano, cookie, hold)
 	var rcode int
 	var err error
@@ -142,12 +142,15 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		// RFC 7873 section 5.2.2; the reply is limited like any error,
 		// and carries no cookie: the client's cannot be read.
 		rec.cookie = miekgrrl.CookieNone
-		rec.WriteMsg(formErr(r))
+		rec.WriteMsg(miekgrrl.MalformedCookieReply(r))
 	} else {
 		ctx = rec.ctx.withMetadata(ctx)
 		rcode, err = h.next(ctx, rec, r)
 	}
 
+	if refused {
+		return rcode, err // served as if rrl were not there, and not charged
+	}
 	if rec.state.wroteNothing() && !plugin.ClientWrite(rcode) {
 		// The server would write this error itself, after us and unlimited:
 		// build it here so that an error flood is limited like any other.
@@ -185,15 +188,21 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 // response to a request with a valid server cookie is not charged: its
 // source address is proven, so it cannot be part of a reflection.
 //
-// A response that was not held (TCP, or bytes passed through) has already
-// been written: it is still charged, so that the statistics see the whole
-// load, but it is counted as sent whatever the limiter says.
+// A response not over UDP is never limited (its request was charged, and
+// its source is proven): it is only counted. A UDP response that was not
+// held (bytes passed through) has already been written: it is still
+// charged, so that its network's account sees the whole load, but it is
+// counted as sent whatever the limiter says.
 func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) core.Action {
 	if cookie == miekgrrl.CookieValid {
 		h.stats.cookieExempt(server, zone)
 		return core.Send
 	}
 	tuple := miekgrrl.Tuple(r, resp, wildcard)
+	if !udp {
+		h.stats.count(server, zone, tuple.AllowanceCategory, core.Send, core.RTNotUDP)
+		return core.Send
+	}
 	act, _, rtr := h.limiter.DebitResponseAddr(client, udp, &tuple)
 	switch {
 	case !held:
@@ -214,7 +223,8 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 // transport as transport reads it: on a plain DNS server anything but UDP
 // is TCP, whatever type its address has (the proxyproto plugin wraps it).
 func abort(w dns.ResponseWriter, server string, udp bool) {
-	if !udp && (server == "" || strings.HasPrefix(server, transportDNS)) {
+	_, tcp := w.RemoteAddr().(*net.TCPAddr) // with no IP, the core reads it as UDP
+	if (!udp || tcp) && (server == "" || strings.HasPrefix(server, transportDNS)) {
 		w.Close()
 	}
 }
@@ -332,17 +342,6 @@ func hasCookie(r *dns.Msg) bool {
 		}
 	}
 	return false
-}
-
-// formErr is the reply to a request with a malformed COOKIE option: FORMERR,
-// with an OPT record without options (the request has one).
-func formErr(r *dns.Msg) *dns.Msg {
-	m := new(dns.Msg)
-	m.SetRcode(r, dns.RcodeFormatError)
-	if opt := r.IsEdns0(); opt != nil {
-		m.SetEdns0(opt.UDPSize(), false)
-	}
-	return m
 }
 
 // errorReply builds the response the server would write for an rcode that

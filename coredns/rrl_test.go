@@ -613,6 +613,18 @@ func TestMalformedCookieFormErr(t *testing.T) {
 	if calls != 0 {
 		t.Errorf("next asked %d times about malformed cookies", calls)
 	}
+	// In report-only mode a request over requests-per-second is served as
+	// any other: a malformed cookie still gets FORMERR.
+	h = testHandler(t, "{\n requests-per-second 1\n report-only\n}", next, newClock())
+	for i := range 3 {
+		o, m := ask(t, h, "127.0.2.1", false, short)
+		if o != sent || m.Rcode != dns.RcodeFormatError {
+			t.Errorf("report-only, query %d: %v %v; want FORMERR", i, o, m)
+		}
+	}
+	if calls != 0 {
+		t.Errorf("report-only: next asked %d times about malformed cookies", calls)
+	}
 }
 
 // TestValidCookieHeldToProvenAllowance: through ServeDNS, with the clock

@@ -180,6 +180,14 @@ func (c *Cookies) Check(req *dns.Msg, client netip.Addr, now time.Time) CookieSt
 	return c.classify(o, n, client, now).state
 }
 
+// MalformedCookieReply is the reply to a request that MalformedCookie
+// refuses: FORMERR, as RFC 7873 section 5.2.2 asks, with an OPT record
+// without options if the request had one (the client's cookie cannot be
+// read, so none is sent back).
+func MalformedCookieReply(req *dns.Msg) *dns.Msg {
+	return replyWithOPT(req, dns.RcodeFormatError)
+}
+
 // MalformedCookie reports whether req carries a COOKIE option that RFC 7873
 // section 5.2.2 says to answer with FORMERR: one that is not 8 bytes long
 // nor 16 to 40, or several COOKIE options. The middleware answers such

@@ -188,7 +188,7 @@ func (h *middleware) serve(cw *writer, req *dns.Msg) {
 	s := &cw.s
 	switch {
 	case s.ck.malformed:
-		s.writeMsg(replyWithOPT(req, dns.RcodeFormatError))
+		s.writeMsg(MalformedCookieReply(req))
 	case len(req.Question) == 0:
 		rcode := dns.RcodeFormatError
 		if req.Opcode == dns.OpcodeQuery && s.needsCookie() {
