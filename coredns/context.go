@@ -3,6 +3,7 @@ package rrl
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coredns/coredns/plugin/metadata"
@@ -23,9 +24,9 @@ import (
 // allocations. Lookups of other keys are answered from the request's context,
 // and so are deadlines and cancellation.
 type metaContext struct {
-	parent context.Context // the request's context
-	meta   context.Context // holds only the metadata map; nil until asked for
-	own    bool            // the chain is given c: no metadata plugin
+	parent context.Context                 // the request's context
+	meta   atomic.Pointer[context.Context] // holds only the metadata map; nil until asked for
+	own    bool                            // the chain is given c: no metadata plugin
 }
 
 func (c *metaContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -48,13 +49,19 @@ type keyProbe struct {
 func (p *keyProbe) Value(key any) any { p.key = key; return nil }
 
 // Value implements context.Context. The metadata key is answered from meta,
-// made on first use; any other from the request's context.
+// made on first use; any other from the request's context. A goroutine of
+// the chain that outlives the request (cache prefetch) may ask while the
+// request's goroutine reads meta, so meta is set once, atomically.
 func (c *metaContext) Value(key any) any {
 	if key == metadataKey {
-		if c.meta == nil {
-			c.meta = metadata.ContextWithMetadata(context.Background())
+		m := c.meta.Load()
+		if m == nil {
+			made := metadata.ContextWithMetadata(context.Background())
+			if m = &made; !c.meta.CompareAndSwap(nil, m) {
+				m = c.meta.Load()
+			}
 		}
-		return c.meta.Value(key)
+		return (*m).Value(key)
 	}
 	return c.parent.Value(key)
 }
@@ -79,8 +86,8 @@ func (c *metaContext) wildcardOrigin(ctx context.Context) string {
 	switch {
 	case !c.own: // the metadata plugin's map
 		f = metadata.ValueFunc(ctx, wildcardLabel)
-	case c.meta != nil:
-		f = metadata.ValueFunc(c.meta, wildcardLabel)
+	case c.meta.Load() != nil:
+		f = metadata.ValueFunc(*c.meta.Load(), wildcardLabel)
 	}
 	if f == nil {
 		return ""

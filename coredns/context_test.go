@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestMetaContextDelegates(t *testing.T) {
 	// A fresh metaContext has no map until a plugin asks for it.
 	var fresh metaContext
 	ctx = fresh.withMetadata(context.Background())
-	if fresh.wildcardOrigin(ctx) != "" || fresh.meta != nil {
+	if fresh.wildcardOrigin(ctx) != "" || fresh.meta.Load() != nil {
 		t.Error("a map was made, or holds something, before any plugin asked")
 	}
 	// With the metadata plugin's own map, that one is used.
@@ -54,5 +55,22 @@ func TestMetaContextDelegates(t *testing.T) {
 	var mc2 metaContext
 	if mc2.withMetadata(own) != own {
 		t.Error("an existing metadata map was shadowed")
+	}
+}
+
+// TestMetaContextConcurrentFirstUse: a goroutine of the chain that outlives
+// the request (cache prefetch) may ask for the metadata map while the
+// request reads it: one map is made, and no race (run under -race).
+func TestMetaContextConcurrentFirstUse(t *testing.T) {
+	for range 100 {
+		var mc metaContext
+		ctx := mc.withMetadata(context.Background())
+		done := make(chan any)
+		go func() { done <- ctx.Value(metadataKey) }()
+		mine := ctx.Value(metadataKey)
+		mc.wildcardOrigin(ctx)
+		if theirs := <-done; reflect.ValueOf(theirs).UnsafePointer() != reflect.ValueOf(mine).UnsafePointer() {
+			t.Fatal("two metadata maps made for one request")
+		}
 	}
 }
