@@ -100,17 +100,15 @@ func (r *Replay) readPcapng(in io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNotCapture, err)
 	}
-	var links []layers.LinkType // by interface, as they are described
 	return r.readPackets(pr, func(ci gopacket.CaptureInfo) layers.LinkType {
-		i := ci.InterfaceIndex
-		for len(links) <= i && len(links) < pr.NInterfaces() {
-			intf, _ := pr.Interface(len(links))
-			links = append(links, intf.LinkType)
+		// The reader gives each packet its interface's link type, which
+		// it reads anew in every section of the file.
+		if len(ci.AncillaryData) > 0 {
+			if lt, ok := ci.AncillaryData[0].(layers.LinkType); ok {
+				return lt
+			}
 		}
-		if i < 0 || i >= len(links) {
-			return pr.LinkType()
-		}
-		return links[i]
+		return pr.LinkType()
 	})
 }
 

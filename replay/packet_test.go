@@ -146,3 +146,18 @@ func TestPcapngInterfaces(t *testing.T) {
 		t.Errorf("%d queries, %d packets of %d, skipped %v", rep.Queries, rep.Packets, len(frames), rep.Skipped)
 	}
 }
+
+// TestPcapngSections: a pcapng file of two sections (two captures joined,
+// as cat makes them), each with its own interface 0 of another link type,
+// replays whole: each packet is read with its own section's link type.
+func TestPcapngSections(t *testing.T) {
+	ex := traffic(t, 6, 200, 0.3, 0.1)
+	kv := []string{"responses-per-second=5", "nxdomains-per-second=2"}
+	half := len(ex) / 2
+	joined := append(pcapOf(t, ethernet, true, ex[:half]), pcapOf(t, capgen.Link{Type: layers.LinkTypeRaw}, true, ex[half:])...)
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, joined)
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	if len(rep.Skipped) != 0 || rep.Queries != int64(len(ex)) {
+		t.Errorf("%d queries of %d, skipped %v", rep.Queries, len(ex), rep.Skipped)
+	}
+}
