@@ -106,7 +106,7 @@ func (d *defragmenter) assemble(g *datagram) ([]byte, bool) {
 	if g.total < 0 {
 		return nil, false
 	}
-	slices.SortFunc(g.parts, func(a, b fragmentPart) int { return a.off - b.off })
+	slices.SortStableFunc(g.parts, func(a, b fragmentPart) int { return a.off - b.off })
 	covered := 0
 	for _, p := range g.parts {
 		if p.off > covered {

@@ -274,10 +274,7 @@ func (r *reassembler) append(f *flow, p []byte, s *tcpSegment) {
 		r.message(p[2:2+n], s)
 		p = p[2+n:]
 	}
-	if len(p) > maxHeldBytes {
-		r.breakFlow(f, SkipTCPOverflow)
-		return
-	}
+	// What is left is less than one message: at most 65,536 bytes.
 	if len(p) == 0 && cap(f.buf) > keepBuf {
 		f.buf = nil // the large message is done: do not hold its buffer
 		return
