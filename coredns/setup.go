@@ -206,23 +206,13 @@ func coreMessage(err error) string { return strings.TrimPrefix(err.Error(), "rrl
 // the one being rotated out, still accepted in cookies but never issued.
 // Errors never repeat a secret: Corefile errors end up in logs.
 func parseSecrets(c *caddy.Controller, opts *options, args []string) error {
-	if len(args) < 1 || len(args) > 2 {
-		return c.Errf("cookie-secret takes one secret and optionally the previous one (32 hex digits each), got %d values", len(args))
-	}
-	s, err := miekgrrl.ParseSecret(args[0])
+	secrets, err := miekgrrl.ParseSecrets(args)
 	if err != nil {
 		return c.Errf("cookie-secret: %v", err)
 	}
-	opts.secret = s
-	if len(args) == 2 {
-		p, err := miekgrrl.ParseSecret(args[1])
-		if err != nil {
-			return c.Errf("cookie-secret, previous secret: %v", err)
-		}
-		if p == s {
-			return c.Err("cookie-secret: the previous secret is the current one; give the secret being rotated out, or none")
-		}
-		opts.previous = &p
+	opts.secret = secrets[0]
+	if len(secrets) == 2 {
+		opts.previous = &secrets[1]
 	}
 	return nil
 }

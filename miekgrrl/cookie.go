@@ -101,6 +101,31 @@ func ParseSecret(s string) ([16]byte, error) {
 	return out, nil
 }
 
+// ParseSecrets reads the current cookie secret and, optionally, the
+// previous one (see SetPrevious), each as ParseSecret reads it; the
+// previous one must differ from the current one. It returns them in that
+// order.
+func ParseSecrets(vals []string) ([][16]byte, error) {
+	if len(vals) < 1 || len(vals) > 2 {
+		return nil, fmt.Errorf("takes one secret and optionally the previous one (32 hex digits each), got %d values", len(vals))
+	}
+	var out [][16]byte
+	for i, v := range vals {
+		s, err := ParseSecret(v)
+		if err != nil {
+			if i == 1 {
+				err = fmt.Errorf("previous secret: %w", err)
+			}
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if len(out) == 2 && out[0] == out[1] {
+		return nil, errors.New("the previous secret is the current one; give the secret being rotated out, or none")
+	}
+	return out, nil
+}
+
 // NewCookies returns Cookies that make server cookies with secret. The secret
 // must be random (crypto/rand) and shared by every server of an anycast set.
 // An all-zero secret is replaced by a random one.

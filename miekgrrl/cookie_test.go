@@ -518,3 +518,15 @@ func TestParseSecret(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSecrets(t *testing.T) {
+	const cur, prev = "000102030405060708090a0b0c0d0e0f", "0f0e0d0c0b0a09080706050403020100"
+	if s, err := ParseSecrets([]string{cur, prev}); err != nil || len(s) != 2 || s[0][1] != 1 || s[1][0] != 15 {
+		t.Errorf("ParseSecrets: %x, %v", s, err)
+	}
+	for _, vals := range [][]string{nil, {cur, prev, cur}, {cur, cur}, {cur, "00"}} {
+		if _, err := ParseSecrets(vals); err == nil {
+			t.Errorf("ParseSecrets(%q) accepted", vals)
+		}
+	}
+}

@@ -71,7 +71,7 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			}
 			cf.ReportOnly, core = true, false
 		case "cookie-secret":
-			secrets, err := parseSecrets(vals)
+			secrets, err := miekgrrl.ParseSecrets(vals)
 			if err != nil {
 				return nil, d.Errf("cookie-secret: %v", err)
 			}
@@ -141,20 +141,4 @@ func zoneOf(key string) (string, error) {
 		z += "."
 	}
 	return z, nil
-}
-
-// parseSecrets reads one or two cookie secrets of 32 hex digits each.
-func parseSecrets(vals []string) ([][16]byte, error) {
-	if len(vals) < 1 || len(vals) > 2 {
-		return nil, fmt.Errorf("takes one secret and optionally the previous one (32 hex digits each), got %d values", len(vals))
-	}
-	var out [][16]byte
-	for _, v := range vals {
-		s, err := miekgrrl.ParseSecret(v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, nil
 }

@@ -175,16 +175,13 @@ func (c *cli) options() (replay.Options, error) {
 		}
 	}
 	if c.secret != "" {
-		opts.CookieSecrets = nil
-		for _, h := range strings.Split(c.secret, ",") {
-			s, err := miekgrrl.ParseSecret(strings.TrimSpace(h))
-			if err != nil {
-				return opts, fmt.Errorf("-cookie-secret: %v", err)
-			}
-			opts.CookieSecrets = append(opts.CookieSecrets, s)
+		vals := strings.Split(c.secret, ",")
+		for i := range vals {
+			vals[i] = strings.TrimSpace(vals[i])
 		}
-		if len(opts.CookieSecrets) > 2 {
-			return opts, errors.New("-cookie-secret: at most two secrets, the current and the previous")
+		var err error
+		if opts.CookieSecrets, err = miekgrrl.ParseSecrets(vals); err != nil {
+			return opts, fmt.Errorf("-cookie-secret: %v", err)
 		}
 	}
 	return opts, nil
