@@ -19,13 +19,44 @@ type qpsScaler struct {
 	target float64
 	second atomic.Int64
 	factor atomicFloat64 // <= 1
+
+	// The allowances and slip-ratio as configured, and as scaled by the
+	// current factor: worked out once a second, not on every Debit.
+	base     [LimitKindLast]limit
+	baseSlip int
+	window   int64
+	scaled   atomic.Pointer[scaledLimits]
 }
 
-func newQPSScaler(target float64) *qpsScaler {
-	q := &qpsScaler{target: target}
+// scaledLimits are an RRL's allowances and slip-ratio for one second of
+// qps-scale.
+type scaledLimits struct {
+	limits    [LimitKindLast]limit
+	slipRatio int
+}
+
+func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, window int64) *qpsScaler {
+	q := &qpsScaler{target: target, base: base, baseSlip: slipRatio, window: window}
 	q.second.Store(math.MinInt64)
-	q.factor.Store(1)
+	q.setFactor(1)
 	return q
+}
+
+// setFactor makes f the scale factor, and scales the allowances by it: the
+// response allowances and all-per-second (not the request limits), and
+// slip-ratio when it is above 2, never below 2, as BIND does.
+func (q *qpsScaler) setFactor(f float64) {
+	q.factor.Store(f)
+	s := &scaledLimits{limits: q.base, slipRatio: q.baseSlip}
+	for k, l := range q.base {
+		if !LimitKind(k).request() && l.on() {
+			s.limits[k] = limitOf(q.scale(l.interval), q.window)
+		}
+	}
+	if s.slipRatio > 2 {
+		s.slipRatio = max(2, int(float64(s.slipRatio)*f))
+	}
+	q.scaled.Store(s)
 }
 
 // observe counts one request and, on the first request of a new second,
@@ -49,7 +80,7 @@ func (q *qpsScaler) observe(all stripes, s *stripe, now int64) {
 	if qps := float64(total) / elapsed; qps > q.target {
 		f = q.target / qps
 	}
-	q.factor.Store(f)
+	q.setFactor(f)
 }
 
 // scale stretches an interval by the current factor, as BIND scales a rate

@@ -50,13 +50,13 @@ func NewRRL(cfg *Config) *RRL {
 			continue
 		}
 		interval := int64(float64(time.Second) / f)
-		r.limits[k] = r.limitOf(interval)
+		r.limits[k] = limitOf(interval, r.cfg.window)
 		if k.request() {
 			r.limits[k] = requestLimitOf(interval)
 		}
 	}
 	if r.cfg.qpsScale > 0 {
-		r.qps = newQPSScaler(r.cfg.qpsScale)
+		r.qps = newQPSScaler(r.cfg.qpsScale, r.limits, r.cfg.slipRatio, r.cfg.window)
 	}
 	r.provenApart = r.cfg.IsSet(LimitProvenRequests.String())
 	r.checked = len(r.cfg.exempt) > 0 || r.limits[LimitRequests].on() || r.limits[LimitProvenRequests].on() ||
@@ -99,8 +99,10 @@ func (r *RRL) GetStats(zeroAfter bool) Stats {
 // client that asks too fast should get its share, not be locked out.
 type limit struct{ interval, credit, debt int64 }
 
-func (r *RRL) limitOf(interval int64) limit {
-	return limit{interval, max(int64(time.Second), interval), max(r.cfg.window, interval)}
+// limitOf is the limit of a response allowance of one response per
+// interval, in an RRL whose window is window.
+func limitOf(interval, window int64) limit {
+	return limit{interval, max(int64(time.Second), interval), max(window, interval)}
 }
 
 // requestLimitOf is limitOf for a request limit: it sinks into no debt.
@@ -122,30 +124,21 @@ func (l limit) episodeSlack() int64 {
 	return l.credit + l.interval
 }
 
-// limit returns allowance k, scaled by qps-scale when that is set (the
-// request limits are not scaled).
+// limit returns allowance k, scaled by qps-scale when that is set (see
+// qpsScaler.setFactor).
 func (r *RRL) limit(k LimitKind) limit {
 	if r.qps != nil {
-		return r.scaledLimit(k)
+		return r.qps.scaled.Load().limits[k]
 	}
 	return r.limits[k]
 }
 
-func (r *RRL) scaledLimit(k LimitKind) limit {
-	if k.request() || !r.limits[k].on() {
-		return r.limits[k]
-	}
-	return r.limitOf(r.qps.scale(r.limits[k].interval))
-}
-
-// slipRatio is slip-ratio, scaled down by qps-scale as BIND does: only
-// ratios above 2, and never below 2.
+// slipRatio is slip-ratio, scaled by qps-scale when that is set.
 func (r *RRL) slipRatio() int {
-	n := r.cfg.slipRatio
-	if r.qps == nil || n <= 2 {
-		return n
+	if r.qps != nil {
+		return r.qps.scaled.Load().slipRatio
 	}
-	return max(2, int(float64(n)*r.qps.factor.Load()))
+	return r.cfg.slipRatio
 }
 
 // EndQuietEpisodes ends the limiting episodes of accounts that have been

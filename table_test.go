@@ -735,7 +735,7 @@ func TestFirstDebitIsAChargeOfFullCredit(t *testing.T) {
 	r := newTestRRL(t, newTestClock(), "window", "3600")
 	now := int64(5 * time.Hour)
 	for _, interval := range []int64{1, int64(time.Millisecond), int64(time.Second) / 3, int64(time.Second), 7 * int64(time.Second), 100 * int64(time.Second)} {
-		for _, l := range []limit{r.limitOf(interval), requestLimitOf(interval)} {
+		for _, l := range []limit{limitOf(interval, r.cfg.window), requestLimitOf(interval)} {
 			for _, kind := range []LimitKind{LimitResponses, LimitErrors, LimitRequests, LimitAll} {
 				v, d := r.settle(fullCredit(now, l.credit, 0), kind, now, l)
 				if v != firstDebit(now, l) || d != (debited{act: Send}) {
