@@ -254,3 +254,19 @@ func BenchmarkRandomRead(b *testing.B) {
 }
 
 var chased int
+
+// BenchmarkDebitSmallTable cycles through 300 accounts in a table of 320,
+// one set that a Debit searches whole (see bucketTable).
+func BenchmarkDebitSmallTable(b *testing.B) {
+	r := benchRRL(b, "max-table-size", "320")
+	var tuples []*ResponseTuple
+	for i := range 300 {
+		tuples = append(tuples, answer(fmt.Sprintf("host%d.example.com.", i)))
+	}
+	src := udp("192.0.2.1")
+	i := 0
+	for b.Loop() {
+		r.Debit(src, tuples[i%300])
+		i++
+	}
+}

@@ -265,17 +265,29 @@ func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe
 // every place. It also reports whether the account is moving in, added by
 // another Debit that has not finished. Places are filled in order and
 // never emptied, so the account's own place, held or moving in, comes
-// before every empty one.
+// before every empty one; balances are read only when the set is full.
 func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bool) {
+	first, last := i*t.setBuckets, (i+1)*t.setBuckets
+	for k := first; k < last; k++ {
+		b := t.bucket(k)
+		for j := range t.capacity(k) {
+			switch b.ident[j].Load() {
+			case id:
+				return place{b, j, id}, false
+			case 0:
+				return place{b, j, 0}, moving
+			case id &^ 1:
+				moving = true
+			}
+		}
+	}
 	earliest := int64(0)
-	for k := i * t.setBuckets; k < (i+1)*t.setBuckets; k++ {
+	for k := first; k < last; k++ {
 		b := t.bucket(k)
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
-			case v == id:
+			case v == id: // added by another Debit since the first look
 				return place{b, j, id}, false
-			case v == 0:
-				return place{b, j, 0}, moving
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
