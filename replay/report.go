@@ -150,19 +150,14 @@ func (b *reportBuilder) query(at time.Time, n netip.Prefix, dropped bool) {
 // response records the fate of one response of the given size; denied
 // responses are kept by network and tuple.
 func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTuple, act rrl.Action, size, slipSize int) {
-	b.rep.Responses++
 	b.rep.Bytes.Captured += int64(size)
 	cat := t.AllowanceCategory
 	b.cats[cat].add(act)
 	switch act {
 	case rrl.Send:
-		b.rep.Sent++
 		b.rep.Bytes.Sent += int64(size)
 	case rrl.Slip:
-		b.rep.Slipped++
 		b.rep.Bytes.Sent += int64(slipSize)
-	default:
-		b.rep.Dropped++
 	}
 	b.timeline.add(at, n, act != rrl.Send)
 	e := b.networks[n]
@@ -274,7 +269,9 @@ func (b *reportBuilder) report(top int) *Report {
 	for i := range b.cats {
 		c := b.cats[i]
 		r.Categories[categoryNames[i]] = &c
+		r.Sent, r.Slipped, r.Dropped = r.Sent+c.Sent, r.Slipped+c.Slipped, r.Dropped+c.Dropped
 	}
+	r.Responses = r.Sent + r.Slipped + r.Dropped
 	r.LimitedNetworks = b.limited
 	for _, e := range b.networks {
 		r.Networks = append(r.Networks, e)
