@@ -86,16 +86,27 @@ var (
 	}
 )
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago: for "udp",
+// free for TCP as well, as a DNS server needs it.
 func freePort(t *testing.T, network string) int {
 	t.Helper()
 	if network == "udp" {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+		// A DNS server listens on the port over TCP too: find one free
+		// for both, since a port free for UDP may be a TCP connection's.
+		for range 100 {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := l.Addr().(*net.TCPAddr).Port
+			c, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			l.Close()
+			if err == nil {
+				c.Close()
+				return port
+			}
 		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
+		t.Fatal("no port free for both UDP and TCP")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
