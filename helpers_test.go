@@ -43,6 +43,21 @@ func newTestRRL(t testing.TB, clock *testClock, kv ...string) *RRL {
 	return NewRRL(c)
 }
 
+// observedRRL is newTestRRL with an observer that appends the events to
+// *events.
+func observedRRL(t testing.TB, clock *testClock, events *[]Event, kv ...string) *RRL {
+	t.Helper()
+	c := NewConfig()
+	for i := 0; i+1 < len(kv); i += 2 {
+		if err := c.SetValue(kv[i], kv[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetNowFunc(clock.Now)
+	c.SetObserver(func(e Event) { *events = append(*events, e) })
+	return NewRRL(c)
+}
+
 func udp(s string) *net.UDPAddr {
 	return net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(s), 5353))
 }

@@ -285,11 +285,7 @@ func TestExemptClients(t *testing.T) {
 func TestObserverReportsEpisodesOnce(t *testing.T) {
 	clock := newTestClock()
 	var events []Event
-	c := NewConfig()
-	c.SetValue("responses-per-second", "2")
-	c.SetNowFunc(clock.Now)
-	c.SetObserver(func(e Event) { events = append(events, e) })
-	r := NewRRL(c)
+	r := observedRRL(t, clock, &events, "responses-per-second", "2")
 	src, a := udp("192.0.2.9"), answer("WWW.example.")
 	debitN(r, src, a, 50)
 	clock.Advance(20 * time.Second)
@@ -309,12 +305,7 @@ func TestObserverReportsEpisodesOnce(t *testing.T) {
 
 func TestObserverReportsEvictedEpisode(t *testing.T) {
 	var events []Event
-	c := NewConfig()
-	c.SetValue("responses-per-second", "1")
-	c.SetValue("max-table-size", "1")
-	c.SetNowFunc(newTestClock().Now)
-	c.SetObserver(func(e Event) { events = append(events, e) })
-	r := NewRRL(c)
+	r := observedRRL(t, newTestClock(), &events, "responses-per-second", "1", "max-table-size", "1")
 	debitN(r, udp("192.0.2.1"), answer("a."), 2)
 	debitN(r, udp("192.0.2.1"), answer("b."), 1)
 	if len(events) == 0 {
@@ -335,14 +326,9 @@ func TestObserverReportsEvictedEpisode(t *testing.T) {
 // as the start does (errors here: not the zero LimitKind, so that a field
 // left unset shows).
 func TestEventsNameTheirLimitKind(t *testing.T) {
-	var events []Event
 	clock := newTestClock()
-	c := NewConfig()
-	c.SetValue("errors-per-second", "1")
-	c.SetValue("max-table-size", "1")
-	c.SetNowFunc(clock.Now)
-	c.SetObserver(func(e Event) { events = append(events, e) })
-	r := NewRRL(c)
+	var events []Event
+	r := observedRRL(t, clock, &events, "errors-per-second", "1", "max-table-size", "1")
 	errs := &ResponseTuple{AllowanceCategory: AllowanceError}
 	debitN(r, udp("192.0.2.1"), errs, 2)    // starts an episode
 	debitN(r, udp("198.51.100.1"), errs, 2) // evicts it, and starts its own
@@ -512,12 +498,7 @@ func TestQPSScaleIgnoresLateReadings(t *testing.T) {
 func TestEndQuietEpisodes(t *testing.T) {
 	clock := newTestClock()
 	var events []Event
-	c := NewConfig()
-	c.SetValue("responses-per-second", "1")
-	c.SetValue("window", "5")
-	c.SetNowFunc(clock.Now)
-	c.SetObserver(func(e Event) { events = append(events, e) })
-	r := NewRRL(c)
+	r := observedRRL(t, clock, &events, "responses-per-second", "1", "window", "5")
 	victim, other := udp("192.0.2.1"), udp("198.51.100.1")
 	debitN(r, victim, answer("a."), 100) // five seconds in debt
 	clock.Advance(3 * time.Second)
