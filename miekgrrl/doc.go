@@ -53,7 +53,9 @@
 // from crypto/rand instead. A server that does not use Middleware checks a
 // request's cookie with Check and gives the response a server cookie with
 // AddServerCookie, which, like Tuple and SlipReply, takes the request first
-// and the response second.
+// and the response second; it answers a malformed COOKIE option
+// (MalformedCookie) with MalformedCookieReply. ParseSecret and ParseSecrets
+// read secrets as a configuration writes them.
 //
 // # Middleware
 //
