@@ -366,4 +366,9 @@ func (r *Replay) Reports() []*Report {
 func (r *Replay) Stop() { r.stopped.Store(true) }
 
 // Stats returns the packets (or dnstap frames) and messages read so far.
-func (r *Replay) Stats() (packets, messages int64) { return r.packets.Load(), r.messages.Load() }
+// It may be called while a replay runs: the messages are read first, so
+// that none of them is from a packet not yet counted.
+func (r *Replay) Stats() (packets, messages int64) {
+	messages = r.messages.Load()
+	return r.packets.Load(), messages
+}
