@@ -541,7 +541,10 @@ func TestStripesShareNoCacheLine(t *testing.T) {
 }
 
 // TestStripePicksOnePerGoroutine: a goroutine calling from one place in its
-// code counts in one stripe, and goroutines spread over the stripes.
+// code counts in one stripe, and goroutines running at once spread over the
+// stripes. They stay alive until all have picked: a goroutine that has ended
+// hands its stack to the next one started, which then picks the same stripe
+// (harmless, since the two never count at once).
 func TestStripePicksOnePerGoroutine(t *testing.T) {
 	s := newStripes()
 	if len(s)&(len(s)-1) != 0 || len(s) < 16 {
@@ -549,19 +552,24 @@ func TestStripePicksOnePerGoroutine(t *testing.T) {
 	}
 	const goroutines = 64
 	picked := make(chan *stripe, goroutines)
+	allPicked := make(chan struct{})
+	var wg sync.WaitGroup
 	for range goroutines {
-		go func() {
+		wg.Go(func() {
 			a := pickDeeper(s, 20)
 			if b := pickDeeper(s, 20); a != b {
 				t.Error("one goroutine picked two stripes")
 			}
 			picked <- a
-		}()
+			<-allPicked
+		})
 	}
 	distinct := map[*stripe]bool{}
 	for range goroutines {
 		distinct[<-picked] = true
 	}
+	close(allPicked)
+	wg.Wait()
 	if len(distinct) < 2 {
 		t.Errorf("%d goroutines picked %d stripe", goroutines, len(distinct))
 	}
