@@ -172,7 +172,7 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"time": fmtTime, "cats": func() []string { return categoryNames[:] }, "total": func(c *Counts) int64 { return c.Sent + c.Slipped + c.Dropped }}).Parse(`<!DOCTYPE html>
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"time": fmtTime, "cats": func() []string { return categoryNames[:] }, "total": func(c *Counts) int64 { return c.Sent + c.Slipped + c.Dropped }, "classType": (*TupleEntry).classType}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>rrl-replay report</title>
 <style>
@@ -208,7 +208,7 @@ svg .grid{stroke:#e4e4e4}
 {{end}}</table>{{end}}
 {{if $r.Limited}}<h3>Most limited responses</h3>
 <table><tr><th>network</th><th>category</th><th>name</th><th>type</th><th>sent</th><th>slipped</th><th>dropped</th><th>first limited</th><th>last limited</th></tr>
-{{range $r.Limited}}<tr><td>{{.Network}}</td><td>{{.Category}}</td><td>{{.Name}}</td><td>{{.Type}}</td><td>{{.Sent}}</td><td>{{.Slipped}}</td><td>{{.Dropped}}</td><td>{{time .First}}</td><td>{{time .Last}}</td></tr>
+{{range $r.Limited}}<tr><td>{{.Network}}</td><td>{{.Category}}</td><td>{{.Name}}</td><td>{{classType .}}</td><td>{{.Sent}}</td><td>{{.Slipped}}</td><td>{{.Dropped}}</td><td>{{time .First}}</td><td>{{time .Last}}</td></tr>
 {{end}}</table>{{end}}
 {{if $r.Skipped}}<h3>Skipped</h3><table>{{range $k, $v := $r.Skipped}}<tr><td>{{$k}}</td><td>{{$v}}</td></tr>{{end}}</table>{{end}}
 </section>

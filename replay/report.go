@@ -88,13 +88,16 @@ type NetworkEntry struct {
 	prefix          netip.Prefix
 }
 
-// TupleEntry is a response tuple (network, category, name, type) that was
-// limited, counted from its first limited response on.
+// TupleEntry is a response tuple (network, category, name, class, type)
+// that was limited, counted from its first limited response on. Its fields
+// are those that tell its account apart from others, as the core keys
+// accounts.
 type TupleEntry struct {
 	Network  string `json:"network"`
 	Category string `json:"category"`
-	Name     string `json:"name"` // "" for errors, which are charged to the network alone
-	Type     string `json:"type"` // for answers only, as the accounts tell them apart
+	Name     string `json:"name"`            // "" for errors, which are charged to the network alone
+	Class    string `json:"class,omitempty"` // for answers, referrals and NODATA
+	Type     string `json:"type"`            // for answers only
 	Counts
 	First time.Time `json:"first"`
 	Last  time.Time `json:"last"`
@@ -105,10 +108,10 @@ type TupleEntry struct {
 var categoryNames = [rrl.AllowanceLast]string{"answer", "referral", "nodata", "nxdomain", "error"}
 
 type tupleKey struct {
-	network netip.Prefix
-	cat     rrl.AllowanceCategory
-	qtype   uint16
-	name    string
+	network      netip.Prefix
+	cat          rrl.AllowanceCategory
+	class, qtype uint16
+	name         string
 }
 
 // reportBuilder accumulates one configuration's Report, in memory bounded
@@ -169,13 +172,16 @@ func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTu
 	}
 	e.add(act)
 	key := tupleKey{network: n, cat: cat}
-	key.qtype, key.name = tupleFields(t)
+	key.class, key.qtype, key.name = tupleFields(t)
 	te := b.tuples[key]
 	if te == nil && act != rrl.Send {
 		if len(b.tuples) >= b.maxTracked {
 			b.evictTuples()
 		}
 		te = &TupleEntry{Network: n.String(), Category: categoryNames[cat], Name: key.name, First: at}
+		if key.class != 0 {
+			te.Class = dns.Class(key.class).String()
+		}
 		if key.qtype != 0 {
 			te.Type = dns.Type(key.qtype).String()
 		}
@@ -192,16 +198,29 @@ func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTu
 	}
 }
 
-// tupleFields returns the type and name that tell apart the accounts of a
-// category, as the core keys them: names compare without case.
-func tupleFields(t *rrl.ResponseTuple) (uint16, string) {
+// tupleFields returns the class, type and name that tell apart the
+// accounts of a category, as the core keys them: names compare without
+// case.
+func tupleFields(t *rrl.ResponseTuple) (class, qtype uint16, name string) {
 	switch t.AllowanceCategory {
 	case rrl.AllowanceAnswer:
-		return t.Type, lowerFQDN(t.SalientName)
-	case rrl.AllowanceReferral, rrl.AllowanceNoData, rrl.AllowanceNXDomain:
-		return 0, lowerFQDN(t.SalientName)
+		return t.Class, t.Type, lowerFQDN(t.SalientName)
+	case rrl.AllowanceReferral, rrl.AllowanceNoData:
+		return t.Class, 0, lowerFQDN(t.SalientName)
+	case rrl.AllowanceNXDomain:
+		return 0, 0, lowerFQDN(t.SalientName)
 	}
-	return 0, ""
+	return 0, 0, ""
+}
+
+// classType is the tuple's class and type as the text and HTML reports
+// show them, the way dig writes them: the class only when it is not IN,
+// which nearly every tuple is.
+func (t *TupleEntry) classType() string {
+	if t.Class == "" || t.Class == "IN" {
+		return t.Type
+	}
+	return strings.TrimSpace(t.Class + " " + t.Type)
 }
 
 func lowerFQDN(s string) string {
@@ -255,7 +274,7 @@ func (b *reportBuilder) evictTuples() {
 		tx, ty := b.tuples[x], b.tuples[y]
 		return cmp.Or(cmp.Compare(tx.denied(), ty.denied()), tx.Last.Compare(ty.Last),
 			x.network.Addr().Compare(y.network.Addr()), cmp.Compare(x.network.Bits(), y.network.Bits()),
-			cmp.Compare(x.cat, y.cat), cmp.Compare(x.qtype, y.qtype), strings.Compare(x.name, y.name))
+			cmp.Compare(x.cat, y.cat), cmp.Compare(x.class, y.class), cmp.Compare(x.qtype, y.qtype), strings.Compare(x.name, y.name))
 	})
 	for _, k := range keys[:max(1, len(keys)/2)] {
 		delete(b.tuples, k)
@@ -285,7 +304,7 @@ func (b *reportBuilder) report(top int) *Report {
 	}
 	slices.SortFunc(r.Limited, func(a, b *TupleEntry) int {
 		return cmp.Or(cmp.Compare(b.denied(), a.denied()), strings.Compare(a.Network, b.Network),
-			strings.Compare(a.Category, b.Category), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
+			strings.Compare(a.Category, b.Category), strings.Compare(a.Name, b.Name), strings.Compare(a.Class, b.Class), strings.Compare(a.Type, b.Type))
 	})
 	r.Timeline = b.timeline.build(r.Networks, 5)
 	if top >= 0 {

@@ -429,3 +429,57 @@ func TestReportTableKeepsHeavyHitters(t *testing.T) {
 		t.Errorf("the most limited tuple: %+v", top)
 	}
 }
+
+// Two floods of one name and type from one network, in classes IN and
+// CHAOS: the limiter keeps an account for each, and so does the report,
+// which names the class.
+func TestTuplesApartByClass(t *testing.T) {
+	var ex []capgen.Exchange
+	client, server := addrPort("198.51.100.7:5300"), addrPort("192.0.2.53:53")
+	for i := range 40 {
+		class := uint16(dns.ClassINET)
+		if i%2 == 1 {
+			class = dns.ClassCHAOS
+		}
+		var q dns.Msg
+		if err := q.Unpack(capgen.Query(uint16(i), "version.example.org.", dns.TypeTXT, "")); err != nil {
+			t.Fatal(err)
+		}
+		q.Question[0].Qclass = class
+		query, err := q.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := start.Add(time.Duration(i) * 25 * time.Millisecond)
+		ex = append(ex, capgen.Exchange{At: at, Client: client, Server: server, Query: query,
+			Response: capgen.Response(query, capgen.Answer, "example.org.")})
+	}
+	kv := []string{"responses-per-second=5"}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, pcapOf(t, ethernet, false, ex))
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	classes := map[string]int64{}
+	for _, l := range rep.Limited {
+		if l.Name != "version.example.org." || l.Type != "TXT" {
+			t.Errorf("limited tuple %+v", l)
+		}
+		classes[l.Class] += l.Slipped + l.Dropped
+	}
+	// Each class: 20 responses, 5 of credit and 1 more earned in the second.
+	if len(classes) != 2 || classes["IN"] != 14 || classes["CH"] != 14 {
+		t.Errorf("limited responses by class %v, want 14 each of IN and CH", classes)
+	}
+	var text bytes.Buffer
+	if err := replay.WriteText(&text, []*replay.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), " CH TXT ") || strings.Contains(text.String(), "IN TXT") {
+		t.Errorf("text report shows the class other than as dig does, CH before the type and IN not at all:\n%s", text.String())
+	}
+	var page bytes.Buffer
+	if err := replay.WriteHTML(&page, []*replay.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "<td>CH TXT</td>") || !strings.Contains(page.String(), "<td>TXT</td>") {
+		t.Error("HTML report lacks the cells CH TXT and TXT")
+	}
+}

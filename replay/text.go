@@ -104,7 +104,7 @@ func (r *Report) writeText(w io.Writer) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "network\tcategory\tname\ttype\tsent\tslipped\tdropped\tfirst limited\tlast limited")
 		for _, t := range r.Limited {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", t.Network, t.Category, orDash(t.Name), orDash(t.Type), t.Sent, t.Slipped, t.Dropped, fmtTime(t.First), fmtTime(t.Last))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", t.Network, t.Category, orDash(t.Name), orDash(t.classType()), t.Sent, t.Slipped, t.Dropped, fmtTime(t.First), fmtTime(t.Last))
 		}
 		tw.Flush()
 	}
