@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/coredns/caddy/caddyfile"
 	"github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/miekgrrl"
+	"github.com/miekg/dns"
 )
 
 // Corefile is what the first rrl block of a Corefile says: the core's
@@ -19,24 +22,48 @@ type Corefile struct {
 	Zones         []string // fully qualified, lower case
 	ReportOnly    bool
 	CookieSecrets [][16]byte // current first, then the previous one
+
+	// OtherBlocks are the zones of each later rrl block, which a replay
+	// does not apply: it replays one configuration.
+	OtherBlocks [][]string
 }
 
 // ParseCorefile reads the first rrl block of the Corefile in r (named file
 // in errors), as the CoreDNS plugin reads it: the zones on the rrl line,
-// else the server block's; every core keyword applied with
-// Config.SetValue; report-only (or log-only) and cookie-secret noted.
-// Errors give the file and line.
+// else the server block's, a network written as a zone (10.0.0.0/8) read
+// as its reverse zones as CoreDNS reads it; every core keyword applied
+// with Config.SetValue; report-only (or log-only) and cookie-secret noted.
+// The zones of later rrl blocks are listed in OtherBlocks. Errors give the
+// file and line.
 func ParseCorefile(file string, r io.Reader) (*Corefile, error) {
 	blocks, err := caddyfile.Parse(file, r, nil)
 	if err != nil {
 		return nil, err
 	}
+	var cf *Corefile
 	for _, b := range blocks {
-		if toks, ok := b.Tokens["rrl"]; ok {
-			return parseRRLBlock(file, b.Keys, toks)
+		toks, ok := b.Tokens["rrl"]
+		if !ok {
+			continue
 		}
+		if cf == nil {
+			if cf, err = parseRRLBlock(file, b.Keys, toks); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		d := caddyfile.NewDispenserTokens(file, toks)
+		d.Next() // "rrl"
+		zones, err := blockZones(d.RemainingArgs(), b.Keys)
+		if err != nil {
+			return nil, d.Err(err.Error())
+		}
+		cf.OtherBlocks = append(cf.OtherBlocks, zones)
 	}
-	return nil, fmt.Errorf("%s: no rrl block", file)
+	if cf == nil {
+		return nil, fmt.Errorf("%s: no rrl block", file)
+	}
+	return cf, nil
 }
 
 func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefile, error) {
@@ -110,20 +137,37 @@ func blockZones(args, keys []string) ([]string, error) {
 	}
 	var zones []string
 	for _, k := range src {
-		z, err := zoneOf(k)
+		z, err := zonesOf(k)
 		if err != nil {
 			return nil, err
 		}
-		zones = append(zones, z)
+		zones = append(zones, z...)
 	}
 	return zones, nil
 }
 
-// zoneOf normalises a zone or server block key ("dns://example.org:53").
-func zoneOf(key string) (string, error) {
+// zonesOf normalises a zone or server block key ("dns://example.org:53"):
+// one zone, or the reverse zones of a network ("10.0.0.0/8", with a port
+// after the mask if any).
+func zonesOf(key string) ([]string, error) {
 	z := key
 	if i := strings.Index(z, "://"); i >= 0 {
 		z = z[i+3:]
+	}
+	if strings.Contains(z, "/") {
+		if i := strings.LastIndex(z, ":"); i >= 0 {
+			if _, err := strconv.Atoi(z[i+1:]); err == nil {
+				z = z[:i]
+			}
+		}
+		p, err := netip.ParsePrefix(z)
+		if err != nil {
+			return nil, fmt.Errorf("zone %q: neither a name nor a network (%v)", key, err)
+		}
+		if p.Addr().Is4In6() {
+			return nil, fmt.Errorf("zone %q: an IPv4-mapped network; write it as IPv4", key)
+		}
+		return reverseZones(p), nil
 	}
 	if h, _, err := net.SplitHostPort(z); err == nil {
 		z = h
@@ -133,12 +177,49 @@ func zoneOf(key string) (string, error) {
 	if z == "" {
 		z = "."
 	}
-	if strings.Contains(z, "/") {
-		return "", fmt.Errorf("zone %q: a reverse zone written as a network is not supported here; list the zones on the rrl line", key)
-	}
 	z = strings.ToLower(z)
 	if !strings.HasSuffix(z, ".") {
 		z += "."
 	}
-	return z, nil
+	return []string{z}, nil
+}
+
+// reverseZones returns the reverse zones of network p, as CoreDNS reads a
+// network written as a zone: p split into the networks of the next
+// octet boundary (IPv4) or nibble boundary (IPv6), since a reverse name
+// has a label an octet or a nibble; each named under in-addr.arpa. or
+// ip6.arpa.
+func reverseZones(p netip.Prefix) []string {
+	p = p.Masked()
+	digit := 8
+	if p.Addr().Is6() {
+		digit = 4
+	}
+	bits := (p.Bits() + digit - 1) / digit * digit
+	labels := (p.Addr().BitLen() - bits) / digit // of the address's reverse name, below the zone
+	var zones []string
+	a := p.Addr()
+	for range 1 << (bits - p.Bits()) { // at most 128 (IPv4) or 8 (IPv6)
+		name, _ := dns.ReverseAddr(a.String())
+		off := 0
+		for range labels {
+			off, _ = dns.NextLabel(name, off)
+		}
+		zones = append(zones, name[off:])
+		a = nextNetwork(a, bits)
+	}
+	return zones
+}
+
+// nextNetwork returns the address of the network of bits bits after a's.
+func nextNetwork(a netip.Addr, bits int) netip.Addr {
+	b := a.AsSlice()
+	for i := bits - 1; i >= 0; i-- { // add 1 at bit bits-1, carrying
+		mask := byte(0x80) >> (i % 8)
+		if b[i/8] ^= mask; b[i/8]&mask != 0 {
+			break
+		}
+	}
+	next, _ := netip.AddrFromSlice(b)
+	return next
 }

@@ -1,10 +1,14 @@
 package replay_test
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dnsrrl/rrl/replay"
+	"github.com/dnsrrl/rrl/replay/internal/capgen"
+	"github.com/miekg/dns"
 )
 
 const corefile = `. {
@@ -87,4 +91,108 @@ func TestZones(t *testing.T) {
 	if rep.Queries != int64(len(ex)) || len(rep.Skipped) != 0 {
 		t.Errorf("zone example.org: %d queries, skipped %v", rep.Queries, rep.Skipped)
 	}
+}
+
+// A network written as a zone is read as its reverse zones, split at the
+// next octet (IPv4) or nibble (IPv6) boundary, as CoreDNS reads it: the
+// zones below are what CoreDNS 1.15's plugin.Host.NormalizeExact gives.
+func TestReverseZones(t *testing.T) {
+	for _, c := range []struct {
+		key   string
+		n     int // zones
+		zones string
+	}{
+		{"10.0.0.0/8", 1, "10.in-addr.arpa."},
+		{"10.1.2.3/8", 1, "10.in-addr.arpa."},
+		{"192.0.2.0/24", 1, "2.0.192.in-addr.arpa."},
+		{"10.0.0.0/15", 2, "0.10.in-addr.arpa. 1.10.in-addr.arpa."},
+		{"172.16.0.0/12", 16, "16.172.in-addr.arpa. 17.172.in-addr.arpa. ... 31.172.in-addr.arpa."},
+		{"192.0.2.64/26", 64, "64.2.0.192.in-addr.arpa. 65.2.0.192.in-addr.arpa. ... 127.2.0.192.in-addr.arpa."},
+		{"128.0.0.0/1", 128, "128.in-addr.arpa. 129.in-addr.arpa. ... 255.in-addr.arpa."},
+		{"0.0.0.0/0", 1, "in-addr.arpa."},
+		{"192.0.2.1/32", 1, "1.2.0.192.in-addr.arpa."},
+		{"2001:db8::/32", 1, "8.b.d.0.1.0.0.2.ip6.arpa."},
+		{"2001:db8::/30", 4, "8.b.d.0.1.0.0.2.ip6.arpa. 9.b.d.0.1.0.0.2.ip6.arpa. ... b.b.d.0.1.0.0.2.ip6.arpa."},
+		{"2001:db8::/34", 4, "0.8.b.d.0.1.0.0.2.ip6.arpa. 1.8.b.d.0.1.0.0.2.ip6.arpa. ... 3.8.b.d.0.1.0.0.2.ip6.arpa."},
+		{"2001:db8::1/128", 1, "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."},
+		{"10.0.0.0/8:53", 1, "10.in-addr.arpa."},
+		{"dns://10.0.0.0/24:1053", 1, "0.0.10.in-addr.arpa."},
+		{"2001:db8::/48:5300", 1, "0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."},
+	} {
+		for _, corefile := range []string{
+			"example.org {\n rrl " + c.key + " {\n }\n}\n", // on the rrl line
+			c.key + " {\n rrl {\n }\n}\n",                  // the server block's
+		} {
+			cf, err := replay.ParseCorefile("Corefile", strings.NewReader(corefile))
+			if err != nil {
+				t.Errorf("%s: %v", c.key, err)
+				continue
+			}
+			got := cf.Zones
+			if len(got) > 2 {
+				got = []string{got[0], got[1], "...", got[len(got)-1]}
+			}
+			if len(cf.Zones) != c.n || strings.Join(got, " ") != c.zones {
+				t.Errorf("%q: %d zones %q, want %d %q", corefile, len(cf.Zones), strings.Join(got, " "), c.n, c.zones)
+			}
+		}
+	}
+	if _, err := replay.ParseCorefile("Corefile", strings.NewReader("example.org {\n rrl 10.0.0.300/8 {\n }\n}\n")); err == nil ||
+		!strings.Contains(err.Error(), `zone "10.0.0.300/8": neither a name nor a network`) {
+		t.Errorf("a bad network: error %v", err)
+	}
+	if _, err := replay.ParseCorefile("Corefile", strings.NewReader("example.org {\n rrl ::ffff:10.0.0.0/104 {\n }\n}\n")); err == nil ||
+		!strings.Contains(err.Error(), "an IPv4-mapped network; write it as IPv4") {
+		t.Errorf("an IPv4-mapped network: error %v", err)
+	}
+}
+
+// A network in Options.Zones limits the replay to the queries of its
+// reverse zones.
+func TestReverseZoneReplayed(t *testing.T) {
+	client, server := netip.MustParseAddrPort("198.51.100.7:5300"), netip.MustParseAddrPort("192.0.2.53:53")
+	var ex []capgen.Exchange
+	for i, name := range []string{"1.2.0.192.in-addr.arpa.", "9.2.0.192.in-addr.arpa.", "1.3.0.192.in-addr.arpa."} {
+		q := capgen.Query(uint16(i), name, dns.TypePTR, "")
+		ex = append(ex, capgen.Exchange{At: start.Add(time.Duration(i) * time.Millisecond), Client: client, Server: server,
+			Query: q, Response: capgen.Response(q, capgen.NXDomain, "in-addr.arpa.")})
+	}
+	rep := replayBytes(t, replay.Options{Zones: []string{"192.0.2.0/24"}}, pcapOf(t, ethernet, false, ex))
+	if rep.Queries != 2 || rep.Skipped[replay.SkipOutOfZone] != 2 {
+		t.Errorf("zone 192.0.2.0/24: %d queries, skipped %v; want the two of 2.0.192.in-addr.arpa. and one exchange out of zone", rep.Queries, rep.Skipped)
+	}
+}
+
+// The zones of the rrl blocks after the first are listed, since the
+// replay applies only the first.
+func TestOtherBlocks(t *testing.T) {
+	cf, err := replay.ParseCorefile("Corefile", strings.NewReader(corefile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cf.OtherBlocks) != 1 || strings.Join(cf.OtherBlocks[0], " ") != "other.example." {
+		t.Errorf("other blocks %v, want [[other.example.]]", cf.OtherBlocks)
+	}
+}
+
+// FuzzParseCorefile reads arbitrary Corefiles: never a panic, and the
+// zones of a Corefile read are fully qualified. Inputs with an import are
+// skipped, since an import reads other files.
+func FuzzParseCorefile(f *testing.F) {
+	f.Add(corefile)
+	f.Add("10.0.0.0/15:53 {\n rrl 2001:db8::/30 example.ORG {\n  window 5\n }\n}\nb {\n rrl\n}\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		if strings.Contains(in, "import") {
+			return
+		}
+		cf, err := replay.ParseCorefile("Corefile", strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for _, z := range cf.Zones {
+			if !strings.HasSuffix(z, ".") {
+				t.Errorf("zone %q is not fully qualified", z)
+			}
+		}
+	})
 }

@@ -20,7 +20,9 @@ type Options struct {
 	// (applied after Settings), in the same pass over the input.
 	Sweep *Sweep
 	// Zones limits the replay to queries for names in these zones, as the
-	// CoreDNS plugin limits only its zones; empty means every name.
+	// CoreDNS plugin limits only its zones; empty means every name. A
+	// network ("192.0.2.0/24") stands for its reverse zones, as in a
+	// Corefile.
 	Zones []string
 	// CookieSecrets validate the server cookies of queries (current secret
 	// first); without them a query's server cookie is assumed valid.
@@ -77,11 +79,11 @@ func New(opts Options) (*Replay, error) {
 	}
 	r := &Replay{opts: opts, pending: newPendingTable(), skipped: make(map[string]int64), memo: newTupleMemo()}
 	for _, z := range opts.Zones {
-		zone, err := zoneOf(z)
+		zones, err := zonesOf(z)
 		if err != nil {
 			return nil, err
 		}
-		r.zones = append(r.zones, zone)
+		r.zones = append(r.zones, zones...)
 	}
 	if len(opts.CookieSecrets) > 0 {
 		r.cookies = miekgrrl.NewCookies(opts.CookieSecrets[0])

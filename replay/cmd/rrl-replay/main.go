@@ -76,6 +76,8 @@ type cli struct {
 	listen     string
 	duration   time.Duration
 	quiet      bool
+
+	otherBlocks [][]string // the zones of the Corefile's rrl blocks after the first
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -114,6 +116,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
 		return 2
 	}
+	for _, zones := range c.otherBlocks {
+		fmt.Fprintf(stderr, "rrl-replay: %s: the rrl block for %s is not replayed; only the first block is (one configuration a replay)\n",
+			c.corefile, strings.Join(zones, " "))
+	}
 	r, err := replay.New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
@@ -149,6 +155,7 @@ func (c *cli) options() (replay.Options, error) {
 			return opts, err
 		}
 		opts.Settings, opts.Zones, opts.CookieSecrets = cf.Settings, cf.Zones, cf.CookieSecrets
+		c.otherBlocks = cf.OtherBlocks
 	}
 	for _, s := range c.sets {
 		set, err := replay.ParseSetting(s)

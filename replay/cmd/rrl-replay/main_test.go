@@ -134,6 +134,18 @@ func TestCorefileTextHTML(t *testing.T) {
 		t.Errorf("HTML page: %v", err)
 	}
 
+	if strings.Contains(stderr, "not replayed") {
+		t.Errorf("a notice of other blocks in a Corefile of one: %q", stderr)
+	}
+
+	// A second rrl block is named on stderr as not replayed.
+	os.WriteFile(corefile, []byte("example.org {\n  rrl {\n    responses-per-second 5\n  }\n}\nexample.net 10.0.0.0/8 {\n  rrl\n}\n"), 0o644)
+	code, stdout, stderr = runCLI(t, "-q", "-corefile", corefile, sample)
+	want := corefile + ": the rrl block for example.net. 10.in-addr.arpa. is not replayed"
+	if code != 0 || !strings.Contains(stderr, want) || !strings.Contains(stdout, "zones: example.org.") {
+		t.Errorf("exit %d, stderr %q, want %q", code, stderr, want)
+	}
+
 	os.WriteFile(corefile, []byte("example.org {\n  rrl {\n    responses-per-second 5\n    window 0\n  }\n}\n"), 0o644)
 	code, _, stderr = runCLI(t, "-corefile", corefile, sample)
 	if code != 2 || !strings.Contains(stderr, corefile+":4 - Error during parsing: window \"0\"") {
