@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -168,5 +169,40 @@ func TestZonesWithSpaces(t *testing.T) {
 	}
 	if len(r.Zones) != 2 || r.Zones[1] != "example.org." || r.Responses != 1000 {
 		t.Errorf("zones %q, %d responses; want example.org. among them and 1000", r.Zones, r.Responses)
+	}
+}
+
+// "-" reads the capture from standard input, compressed or not, with the
+// same report as the file gives.
+func TestStdin(t *testing.T) {
+	code, want, stderr := runCLI(t, "-q", "-json", sample)
+	if code != 0 || !strings.Contains(want, `"queries": 1000`) {
+		t.Fatalf("from the file: exit %d, %s%s", code, stderr, want)
+	}
+	raw, err := os.ReadFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	for name, content := range map[string][]byte{"sample.pcap": raw, "sample.pcap.gz": gz.Bytes()} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdin := os.Stdin
+		os.Stdin = f
+		code, got, stderr := runCLI(t, "-q", "-json", "-")
+		os.Stdin = stdin
+		f.Close()
+		if code != 0 || got != want {
+			t.Errorf("%s on stdin: exit %d, %s\nreport differs from the file's: %t", name, code, stderr, got != want)
+		}
 	}
 }
