@@ -58,6 +58,11 @@ func ParseCorefile(file string, r io.Reader) (*Corefile, error) {
 		if err != nil {
 			return nil, d.Err(err.Error())
 		}
+		for d.NextBlock() {
+		}
+		if err := onlyOne(&d); err != nil {
+			return nil, err
+		}
 		cf.OtherBlocks = append(cf.OtherBlocks, zones)
 	}
 	if cf == nil {
@@ -125,7 +130,19 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 		}
 		cf.Settings = append(cf.Settings, Setting{kw, value, fmt.Sprintf("%s:%d", d.File(), d.Line())})
 	}
+	if err := onlyOne(&d); err != nil {
+		return nil, err
+	}
 	return cf, nil
+}
+
+// onlyOne refuses a second rrl in a server block, once d has read the
+// first, as the plugin does: CoreDNS would not start.
+func onlyOne(d *caddyfile.Dispenser) error {
+	if d.Next() {
+		return d.Err("rrl may appear only once in a server block; give all its zones and settings in one block")
+	}
+	return nil
 }
 
 // blockZones returns the zones of an rrl block: those on its line, else the

@@ -70,6 +70,8 @@ func TestParseCorefileErrors(t *testing.T) {
 		{"a {\n rrl {\n  exempt-clients 192.0.2.0/24\n  exempt-clients 192.0.2.1/24\n }\n}\n", `Corefile:4 - Error during parsing: exempt-clients "192.0.2.1/24"`},
 		{"a {\n rrl {\n  cookie-secret 00\n }\n}\n", `Corefile:3 - Error during parsing: cookie-secret: want exactly 32 hex digits`},
 		{"a {\n whoami\n}\n", `Corefile: no rrl block`},
+		{"a {\n rrl {\n  window 5\n }\n rrl b\n}\n", `Corefile:5 - Error during parsing: rrl may appear only once in a server block`},
+		{"a {\n rrl\n}\nb {\n rrl {\n  window 5\n }\n rrl\n}\n", `Corefile:8 - Error during parsing: rrl may appear only once in a server block`},
 		{"a {\n rrl {\n", `Corefile:2 - Error during parsing: Unexpected EOF`},
 	} {
 		_, err := replay.ParseCorefile("Corefile", strings.NewReader(c.in))
