@@ -122,12 +122,12 @@ func (r *Replay) readPackets(pr packetReader, linkType func(gopacket.CaptureInfo
 			if err != io.EOF && !r.stopped.Load() {
 				r.skip(SkipBadRecord) // a damaged or cut record ends what can be read
 			}
-			dec.frag.flush()
+			dec.flush()
 			return nil
 		}
 		r.packets.Add(1)
 		dec.decode(linkType(ci), data, ci.Timestamp, ci.CaptureLength < ci.Length)
 	}
-	dec.frag.flush()
+	dec.flush()
 	return nil
 }

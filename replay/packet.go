@@ -31,6 +31,13 @@ func newPacketDecoder(serverPort uint16, skip func(string), emit func(*Message))
 	return d
 }
 
+// flush counts what the input ended in the middle of: datagrams missing
+// fragments and TCP messages cut off.
+func (d *packetDecoder) flush() {
+	d.frag.flush()
+	d.tcp.flush()
+}
+
 // Ethernet types.
 const (
 	etherIPv4    = 0x0800

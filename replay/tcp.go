@@ -99,6 +99,7 @@ func (r *reassembler) segment(s *tcpSegment) {
 			f = r.add(key)
 		}
 		s.seq++ // the SYN takes a sequence number; data in it (TCP Fast Open) follows
+		r.countCut(f)
 		r.held -= f.held
 		*f = flow{next: s.seq, buf: f.buf[:0]}
 	}
@@ -127,8 +128,26 @@ func (r *reassembler) segment(s *tcpSegment) {
 
 // forget drops a flow.
 func (r *reassembler) forget(key flowKey, f *flow) {
+	r.countCut(f)
 	r.held -= f.bytes()
 	delete(r.flows, key)
+}
+
+// flush drops every flow, at the end of the input.
+func (r *reassembler) flush() {
+	for k, f := range r.flows {
+		r.forget(k, f)
+	}
+}
+
+// countCut counts the message a flow holds incomplete, if any, as cut off:
+// the flow is being dropped (its connection closed or went idle, the
+// input ended) or started again, so the message never completes. A broken
+// flow was counted when it broke.
+func (r *reassembler) countCut(f *flow) {
+	if !f.broken && (len(f.buf) > 0 || len(f.ahead) > 0) {
+		r.skip(SkipTCPCut)
+	}
 }
 
 func (r *reassembler) add(key flowKey) *flow {

@@ -147,3 +147,32 @@ func TestTCPSeveralMessagesToOneQuery(t *testing.T) {
 			rep.Queries, rep.RequestsDropped, rep.Responses, rep.Sent, rep.Unmatched)
 	}
 }
+
+// A message that its connection or the input ends in the middle of is
+// counted as cut off, once; a connection left open after whole messages
+// is not.
+func TestTCPMessageCutOff(t *testing.T) {
+	q := capgen.Query(1, "www.example.org.", dns.TypeA, "")
+	fq := framed(q)
+	n := uint32(len(fq))
+	syn := segment{false, 0, capgen.SYN, nil}
+	for _, c := range []struct {
+		name         string
+		segs         []segment
+		cut, queries int64
+	}{
+		{"input ends mid-message", []segment{syn, {false, 1, 0, fq[:10]}}, 1, 0},
+		{"FIN mid-message", []segment{syn, {false, 1, 0, fq[:10]}, {false, 11, capgen.FIN, nil}}, 1, 0},
+		{"input ends before a gap is filled", []segment{syn, {false, 1 + n + 4, 0, fq[4:]}}, 1, 0},
+		{"a new connection on the same ports", []segment{syn, {false, 1, 0, fq[:10]}, {false, 5000, capgen.SYN, nil}, {false, 5001, 0, fq}}, 1, 1},
+		{"open after whole messages", []segment{syn, {false, 1, 0, fq}}, 0, 1},
+	} {
+		rep := replayBytes(t, replay.Options{}, tcpCapture(t, "203.0.113.9:4000", c.segs))
+		if got := rep.Skipped[replay.SkipTCPCut]; got != c.cut || len(rep.Skipped) != int(c.cut) {
+			t.Errorf("%s: skipped %v, want %d cut off and nothing else", c.name, rep.Skipped, c.cut)
+		}
+		if rep.Queries != c.queries {
+			t.Errorf("%s: %d queries, want %d", c.name, rep.Queries, c.queries)
+		}
+	}
+}
