@@ -46,24 +46,17 @@ func ParseCorefile(file string, r io.Reader) (*Corefile, error) {
 		if !ok {
 			continue
 		}
-		if cf == nil {
-			if cf, err = parseRRLBlock(file, b.Keys, toks); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		d := caddyfile.NewDispenserTokens(file, toks)
-		d.Next() // "rrl"
-		zones, err := blockZones(d.RemainingArgs(), b.Keys)
+		// A later block is read whole too, so that an error in it, which
+		// would keep CoreDNS from starting, is not passed over.
+		block, err := parseRRLBlock(file, b.Keys, toks)
 		if err != nil {
-			return nil, d.Err(err.Error())
-		}
-		for d.NextBlock() {
-		}
-		if err := onlyOne(&d); err != nil {
 			return nil, err
 		}
-		cf.OtherBlocks = append(cf.OtherBlocks, zones)
+		if cf == nil {
+			cf = block
+			continue
+		}
+		cf.OtherBlocks = append(cf.OtherBlocks, block.Zones)
 	}
 	if cf == nil {
 		return nil, fmt.Errorf("%s: no rrl block", file)
@@ -79,6 +72,11 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 	zones, err := blockZones(args, keys)
 	if err != nil {
 		return nil, d.Err(err.Error())
+	}
+	if len(args) > 0 {
+		if err := withinBlock(zones, keys); err != nil {
+			return nil, d.Err(err.Error())
+		}
 	}
 	cf.Zones = zones
 	cfg := rrl.NewConfig() // checks each setting as it comes, for its line
@@ -136,6 +134,22 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 	return cf, nil
 }
 
+// withinBlock refuses, as the plugin does, a zone on the rrl line that
+// neither contains nor lies inside one of the server block's zones: no
+// query for it reaches the block.
+func withinBlock(zones, keys []string) error {
+	block, err := blockZones(nil, keys)
+	if err != nil {
+		return err
+	}
+	for _, z := range zones {
+		if !slices.ContainsFunc(block, func(b string) bool { return dns.IsSubDomain(b, z) || dns.IsSubDomain(z, b) }) {
+			return fmt.Errorf("zone %s is outside the server block's zones %v: no query for it reaches this block", z, block)
+		}
+	}
+	return nil
+}
+
 // onlyOne refuses a second rrl in a server block, once d has read the
 // first, as the plugin does: CoreDNS would not start.
 func onlyOne(d *caddyfile.Dispenser) error {
@@ -181,8 +195,9 @@ func zonesOf(key string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("zone %q: neither a name nor a network (%v)", key, err)
 		}
-		if p.Addr().Is4In6() {
-			return nil, fmt.Errorf("zone %q: an IPv4-mapped network; write it as IPv4", key)
+		if p.Addr().Is6() && (z[0] == ':' || z[0] == '0') {
+			// CoreDNS refuses these ("invalid CIDR") and would not start.
+			return nil, fmt.Errorf("zone %q: CoreDNS refuses an IPv6 network that begins with : or 0", key)
 		}
 		return reverseZones(p), nil
 	}
@@ -194,9 +209,9 @@ func zonesOf(key string) ([]string, error) {
 	if z == "" {
 		z = "."
 	}
-	z = strings.ToLower(z)
-	if !strings.HasSuffix(z, ".") {
-		z += "."
+	z = dns.Fqdn(strings.ToLower(z))
+	if _, ok := dns.IsDomainName(z); !ok || !dns.IsFqdn(z) { // "\" ends in an escaped dot
+		return nil, fmt.Errorf("zone %q: not a valid domain name", key)
 	}
 	return []string{z}, nil
 }

@@ -70,6 +70,9 @@ func TestParseCorefileErrors(t *testing.T) {
 		{"a {\n rrl {\n  exempt-clients 192.0.2.0/24\n  exempt-clients 192.0.2.1/24\n }\n}\n", `Corefile:4 - Error during parsing: exempt-clients "192.0.2.1/24"`},
 		{"a {\n rrl {\n  cookie-secret 00\n }\n}\n", `Corefile:3 - Error during parsing: cookie-secret: want exactly 32 hex digits`},
 		{"a {\n whoami\n}\n", `Corefile: no rrl block`},
+		{".0 {\n rrl\n}\n", `Corefile:2 - Error during parsing: zone ".0": not a valid domain name`},
+		{"a {\n rrl a..b\n}\n", `Corefile:2 - Error during parsing: zone "a..b": not a valid domain name`},
+		{"a {\n rrl\n}\nb {\n rrl {\n  window 0\n }\n}\n", `Corefile:6 - Error during parsing: window "0"`},
 		{"a {\n rrl {\n  window 5\n }\n rrl b\n}\n", `Corefile:5 - Error during parsing: rrl may appear only once in a server block`},
 		{"a {\n rrl\n}\nb {\n rrl {\n  window 5\n }\n rrl\n}\n", `Corefile:8 - Error during parsing: rrl may appear only once in a server block`},
 		{"a {\n rrl {\n", `Corefile:2 - Error during parsing: Unexpected EOF`},
@@ -122,8 +125,8 @@ func TestReverseZones(t *testing.T) {
 		{"2001:db8::/48:5300", 1, "0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa."},
 	} {
 		for _, corefile := range []string{
-			"example.org {\n rrl " + c.key + " {\n }\n}\n", // on the rrl line
-			c.key + " {\n rrl {\n }\n}\n",                  // the server block's
+			". {\n rrl " + c.key + " {\n }\n}\n", // on the rrl line
+			c.key + " {\n rrl {\n }\n}\n",        // the server block's
 		} {
 			cf, err := replay.ParseCorefile("Corefile", strings.NewReader(corefile))
 			if err != nil {
@@ -143,9 +146,29 @@ func TestReverseZones(t *testing.T) {
 		!strings.Contains(err.Error(), `zone "10.0.0.300/8": neither a name nor a network`) {
 		t.Errorf("a bad network: error %v", err)
 	}
-	if _, err := replay.ParseCorefile("Corefile", strings.NewReader("example.org {\n rrl ::ffff:10.0.0.0/104 {\n }\n}\n")); err == nil ||
-		!strings.Contains(err.Error(), "an IPv4-mapped network; write it as IPv4") {
-		t.Errorf("an IPv4-mapped network: error %v", err)
+	// CoreDNS refuses these ("invalid CIDR"), IPv4-mapped networks among them.
+	for _, key := range []string{"::1/128", "0:1::/32", "::ffff:10.0.0.0/104"} {
+		if _, err := replay.ParseCorefile("Corefile", strings.NewReader(key+" {\n rrl\n}\n")); err == nil ||
+			!strings.Contains(err.Error(), "CoreDNS refuses an IPv6 network that begins with : or 0") {
+			t.Errorf("%s: error %v", key, err)
+		}
+	}
+}
+
+// A zone on the rrl line must contain or lie inside one of the server
+// block's, as the plugin requires.
+func TestRRLZonesWithinBlock(t *testing.T) {
+	for _, c := range []struct{ corefile, err string }{
+		{"example.org {\n rrl sub.example.org\n}\n", ""},
+		{"sub.example.org {\n rrl example.org\n}\n", ""},
+		{"example.org 10.0.0.0/8 {\n rrl 10.1.0.0/16\n}\n", ""},
+		{"example.org {\n rrl example.net\n}\n", "Corefile:2 - Error during parsing: zone example.net. is outside the server block's zones [example.org.]"},
+		{"example.org {\n rrl 10.0.0.0/8\n}\n", "Corefile:2 - Error during parsing: zone 10.in-addr.arpa. is outside"},
+	} {
+		_, err := replay.ParseCorefile("Corefile", strings.NewReader(c.corefile))
+		if (c.err == "") != (err == nil) || err != nil && !strings.HasPrefix(err.Error(), c.err) {
+			t.Errorf("%q: error %v, want %q", c.corefile, err, c.err)
+		}
 	}
 }
 
@@ -178,7 +201,7 @@ func TestOtherBlocks(t *testing.T) {
 }
 
 // FuzzParseCorefile reads arbitrary Corefiles: never a panic, and the
-// zones of a Corefile read are fully qualified. Inputs with an import are
+// zones of a Corefile read are fully qualified names in lower case. Inputs with an import are
 // skipped, since an import reads other files.
 func FuzzParseCorefile(f *testing.F) {
 	f.Add(corefile)
@@ -191,9 +214,13 @@ func FuzzParseCorefile(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, z := range cf.Zones {
-			if !strings.HasSuffix(z, ".") {
-				t.Errorf("zone %q is not fully qualified", z)
+		zones := cf.Zones
+		for _, other := range cf.OtherBlocks {
+			zones = append(zones, other...)
+		}
+		for _, z := range zones {
+			if _, ok := dns.IsDomainName(z); !ok || !dns.IsFqdn(z) || z != strings.ToLower(z) {
+				t.Errorf("zone %q is not a fully qualified name in lower case", z)
 			}
 		}
 	})

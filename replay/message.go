@@ -28,7 +28,7 @@ const (
 	SkipNotDNS           = "not a DNS message"
 	SkipTCPGap           = "TCP data lost or out of order"
 	SkipTCPOverflow      = "TCP stream over the reassembly limit"
-	SkipTCPCut           = "TCP message cut off by the end of its connection or of the input"
+	SkipTCPCut           = "TCP message cut off (connection closed, idle or evicted, or input ended)"
 	SkipDnstapType       = "dnstap message not a client query or response"
 	SkipDnstapIncomplete = "dnstap message without address, time or DNS message"
 	SkipNoQuestion       = "query without a question (not limited)"

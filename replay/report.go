@@ -179,8 +179,8 @@ func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTu
 			b.evictTuples()
 		}
 		te = &TupleEntry{Network: n.String(), Category: categoryNames[cat], Name: key.name, First: at}
-		if key.class != 0 {
-			te.Class = dns.Class(key.class).String()
+		if cat == rrl.AllowanceAnswer || cat == rrl.AllowanceReferral || cat == rrl.AllowanceNoData {
+			te.Class = dns.Class(key.class).String() // the categories keyed by class
 		}
 		if key.qtype != 0 {
 			te.Type = dns.Type(key.qtype).String()

@@ -58,6 +58,8 @@ type flow struct {
 	ahead    []heldSegment
 	held     int
 	broken   bool // data was lost: the message framing cannot be trusted
+	fromSYN  bool // the stream was read from its start, so its framing is known
+	closed   bool // by FIN or RST: kept until idle, so that segments seen again are ignored
 	lastSeen time.Time
 }
 
@@ -101,7 +103,10 @@ func (r *reassembler) segment(s *tcpSegment) {
 		s.seq++ // the SYN takes a sequence number; data in it (TCP Fast Open) follows
 		r.countCut(f)
 		r.held -= f.held
-		*f = flow{next: s.seq, buf: f.buf[:0]}
+		*f = flow{next: s.seq, buf: f.buf[:0], fromSYN: true}
+	}
+	if f != nil && f.closed && s.flags&tcpSYN == 0 {
+		return // seen again after the close: retransmitted, or captured twice
 	}
 	if f == nil {
 		if len(s.payload) == 0 {
@@ -122,8 +127,17 @@ func (r *reassembler) segment(s *tcpSegment) {
 		}
 	}
 	if s.flags&(tcpFIN|tcpRST) != 0 {
-		r.forget(key, f)
+		r.close(f)
 	}
+}
+
+// close ends a flow's connection: what it holds incomplete is counted and
+// let go, and the flow is kept, closed, until the idle sweep, so that a
+// segment seen again is not read as the start of another stream.
+func (r *reassembler) close(f *flow) {
+	r.countCut(f)
+	r.held -= f.bytes()
+	*f = flow{closed: true, lastSeen: f.lastSeen}
 }
 
 // forget drops a flow.
@@ -140,12 +154,18 @@ func (r *reassembler) flush() {
 	}
 }
 
-// countCut counts the message a flow holds incomplete, if any, as cut off:
-// the flow is being dropped (its connection closed or went idle, the
-// input ended) or started again, so the message never completes. A broken
-// flow was counted when it broke.
+// countCut counts what a flow being dropped or started again holds
+// incomplete: segments ahead of a gap mean data lost (SkipTCPGap); the
+// start of a message, a message cut off (SkipTCPCut). A broken flow was
+// counted when it broke. A flow whose SYN the capture missed is not
+// counted: its framing is a guess, and a segment seen again after the
+// connection closed (retransmitted, or captured twice) opens such a flow.
 func (r *reassembler) countCut(f *flow) {
-	if !f.broken && (len(f.buf) > 0 || len(f.ahead) > 0) {
+	switch {
+	case f.broken || !f.fromSYN:
+	case len(f.ahead) > 0:
+		r.skip(SkipTCPGap)
+	case len(f.buf) > 0:
 		r.skip(SkipTCPCut)
 	}
 }
