@@ -45,29 +45,30 @@ func write(path string, duration time.Duration, qps int, flood, spray float64, s
 	if err != nil {
 		return err
 	}
+	defer f.Close() // on an error; the Close at the end is the one checked
 	bw := bufio.NewWriterSize(f, 1<<20)
+	// The exchanges go to a dnstap log or a packet capture, which finish
+	// differently.
+	var put func(*capgen.Exchange) error
+	var finish func() error
 	if tap {
 		tw, err := capgen.NewTapWriter(bw, false)
 		if err != nil {
 			return err
 		}
-		if err := capgen.Traffic(seed, capgen.Start, duration, qps, flood, spray, tw.Write); err != nil {
-			return err
-		}
-		if err := tw.Close(); err != nil {
-			return err
-		}
+		put, finish = tw.Write, tw.Close
 	} else {
 		w, err := capgen.NewWriter(bw, capgen.Link{Type: layers.LinkTypeEthernet}, ng)
 		if err != nil {
 			return err
 		}
-		if err := capgen.Traffic(seed, capgen.Start, duration, qps, flood, spray, w.Write); err != nil {
-			return err
-		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
+		put, finish = w.Write, w.Flush
+	}
+	if err := capgen.Traffic(seed, capgen.Start, duration, qps, flood, spray, put); err != nil {
+		return err
+	}
+	if err := finish(); err != nil {
+		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return err
