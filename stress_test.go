@@ -92,9 +92,7 @@ func stress(t *testing.T, clock *testClock, size int, more map[string]string) {
 	}()
 	names := []string{"a.example.", "B.example.", "c.example", "*.d.example."}
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range perG {
 				ip := net.IPv4(10, byte(g), byte(i%20), 1)
 				var src net.Addr = &net.UDPAddr{IP: ip}
@@ -107,7 +105,7 @@ func stress(t *testing.T, clock *testClock, size int, more map[string]string) {
 					t.Errorf("action %d", act)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	close(done)
@@ -147,16 +145,14 @@ func TestConcurrentSharedAccounts(t *testing.T) {
 		var wg sync.WaitGroup
 		var n atomic.Int64
 		for g := range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := range perG {
 					k := g + i
 					if act, _, _ := r.Debit(srcs[k%len(srcs)], answer(names[k/len(srcs)%len(names)])); act == Send {
 						n.Add(1)
 					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		return n.Load()

@@ -511,9 +511,7 @@ func concurrentDebits(t *testing.T, tb *bucketTable, st *stripe, keys []uint64, 
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	var wg sync.WaitGroup
 	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range perG {
 				key := keys[(g+i)%len(keys)]
 				// As a Debit does: a new account moves in already debited.
@@ -529,7 +527,7 @@ func concurrentDebits(t *testing.T, tb *bucketTable, st *stripe, keys []uint64, 
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }

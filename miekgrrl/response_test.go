@@ -163,9 +163,7 @@ func TestMiddlewareSharedResponseConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	var wrong atomic.Int64
 	for g := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			cc := strings.Repeat(string("abcd"[g]), 16)
 			w := udpFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(g + 1)}).String())
 			for range 200 {
@@ -175,7 +173,7 @@ func TestMiddlewareSharedResponseConcurrent(t *testing.T) {
 					wrong.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if wrong.Load() != 0 || len(cached.IsEdns0().Option) != 0 {

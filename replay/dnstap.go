@@ -122,15 +122,13 @@ func (r *Replay) Listen(ctx context.Context, l net.Listener) error {
 			mu.Lock()
 			conns[c] = true
 			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				readConn(ctx, c, frames)
 				mu.Lock()
 				delete(conns, c)
 				mu.Unlock()
 				c.Close()
-			}()
+			})
 		}
 	}()
 	defer func() {

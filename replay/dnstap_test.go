@@ -107,12 +107,10 @@ func TestDnstapSocket(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer c.Close()
 				tapExchanges(t, c, true, false, flood) // returns once the reader has acknowledged the end
-			}()
+			})
 		}
 		wg.Wait()
 		cancel()
