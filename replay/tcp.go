@@ -67,6 +67,11 @@ type flow struct {
 // segments ahead of a gap.
 func (f *flow) bytes() int { return cap(f.buf) + f.held }
 
+// pending reports whether the flow holds data of a message not yet
+// complete: the start of one, or segments ahead of a gap. A flow that
+// holds only a spare buffer is whole.
+func (f *flow) pending() bool { return len(f.buf) > 0 || f.held > 0 }
+
 type heldSegment struct {
 	seq  uint32
 	data []byte
@@ -163,9 +168,9 @@ func (r *reassembler) flush() {
 func (r *reassembler) countCut(f *flow) {
 	switch {
 	case f.broken || !f.fromSYN:
-	case len(f.ahead) > 0:
+	case f.held > 0:
 		r.skip(SkipTCPGap)
-	case len(f.buf) > 0:
+	case f.pending():
 		r.skip(SkipTCPCut)
 	}
 }
@@ -199,6 +204,10 @@ func (r *reassembler) shed() {
 		}
 		f := r.flows[k]
 		r.held -= f.bytes()
+		if !f.pending() {
+			f.buf = nil // a spare buffer alone: let it go, the stream is whole
+			continue
+		}
 		r.breakFlow(f, SkipTCPOverflow)
 	}
 }
@@ -206,18 +215,24 @@ func (r *reassembler) shed() {
 // oldestFirst returns the keys of the flows (of those holding data, if
 // holding), seen least recently first, ties broken by the key.
 func (r *reassembler) oldestFirst(holding bool) []flowKey {
-	keys := make([]flowKey, 0, len(r.flows))
+	type seen struct {
+		key flowKey
+		at  time.Time
+	}
+	flows := make([]seen, 0, len(r.flows))
 	for k, f := range r.flows {
 		if !holding || f.bytes() > 0 {
-			keys = append(keys, k)
+			flows = append(flows, seen{k, f.lastSeen})
 		}
 	}
-	slices.SortFunc(keys, func(a, b flowKey) int {
-		if c := r.flows[a].lastSeen.Compare(r.flows[b].lastSeen); c != 0 {
-			return c
-		}
-		return cmp.Or(a.client.Compare(b.client), a.server.Compare(b.server), boolCompare(a.fromServer, b.fromServer))
+	slices.SortFunc(flows, func(a, b seen) int {
+		return cmp.Or(a.at.Compare(b.at), a.key.client.Compare(b.key.client), a.key.server.Compare(b.key.server),
+			boolCompare(a.key.fromServer, b.key.fromServer))
 	})
+	keys := make([]flowKey, len(flows))
+	for i, f := range flows {
+		keys[i] = f.key
+	}
 	return keys
 }
 

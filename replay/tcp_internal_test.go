@@ -112,3 +112,63 @@ func TestReassemblerEvictsOldest(t *testing.T) {
 		t.Error("two runs kept different flows")
 	}
 }
+
+// Over the memory bound, a connection that holds only the spare buffer
+// of a message it has finished is not given up: its buffer is let go and
+// its next message still comes out. The spray's flows, which hold the
+// starts of messages, are given up instead.
+func TestReassemblerShedsOnlyPendingFlows(t *testing.T) {
+	var msgs int
+	r := newReassembler(func(string) {}, func(*Message) { msgs++ })
+	client, server := netip.MustParseAddrPort("203.0.113.9:4000"), netip.MustParseAddrPort("192.0.2.53:53")
+	q := []byte{0, 14, 0xab, 0xcd, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}
+	at := time.Unix(1000, 0)
+	r.segment(&tcpSegment{client: client, server: server, flags: tcpSYN, seq: 99, at: at})
+	r.segment(&tcpSegment{client: client, server: server, seq: 100, payload: q[:5], at: at}) // split: a buffer is made
+	r.segment(&tcpSegment{client: client, server: server, seq: 105, payload: q[5:], at: at})
+	f := r.flows[flowKey{client, server, false}]
+	if msgs != 1 || f.pending() || cap(f.buf) == 0 {
+		t.Fatalf("%d messages, pending %v, buffer %d: want 1, a whole flow keeping a spare buffer", msgs, f.pending(), cap(f.buf))
+	}
+	payload := make([]byte, 1400)
+	binary.BigEndian.PutUint16(payload, 0xffff) // never finished
+	for i := 0; i < 60000; i++ {                 // 84 MB: over maxHeldTotal
+		at = at.Add(time.Microsecond)
+		r.segment(&tcpSegment{client: sprayClient(i), server: server, seq: uint32(i), payload: payload, at: at})
+	}
+	if f.broken || cap(f.buf) != 0 {
+		t.Fatalf("the whole connection: broken %v, buffer %d; want kept, its spare buffer let go", f.broken, cap(f.buf))
+	}
+	r.segment(&tcpSegment{client: client, server: server, seq: 116, payload: q, at: at})
+	if msgs != 2 {
+		t.Errorf("%d messages, want the connection's second query after the spray", msgs)
+	}
+	if got := heldBytes(r); got != r.held {
+		t.Errorf("held counted as %d, the flows hold %d", r.held, got)
+	}
+}
+
+// A flow that goes idle, or is evicted, in the middle of a message is
+// counted as cut off, once.
+func TestReassemblerCountsCutOnSweepAndEviction(t *testing.T) {
+	skipped := map[string]int{}
+	r := newReassembler(func(s string) { skipped[s]++ }, func(*Message) {})
+	server := netip.MustParseAddrPort("192.0.2.53:53")
+	at := time.Unix(1000, 0)
+	open := func(i int) {
+		at = at.Add(time.Microsecond)
+		r.segment(&tcpSegment{client: sprayClient(i), server: server, flags: tcpSYN, seq: 0, at: at})
+		r.segment(&tcpSegment{client: sprayClient(i), server: server, seq: 1, payload: []byte{0, 20, 1}, at: at})
+	}
+	open(0)
+	r.sweep(at.Add(time.Second))
+	if len(r.flows) != 0 || skipped[SkipTCPCut] != 1 {
+		t.Fatalf("after an idle sweep: %d flows, skipped %v; want none, 1 cut off", len(r.flows), skipped)
+	}
+	for i := range maxFlows + 1 {
+		open(i)
+	}
+	if want := maxFlows / 8; skipped[SkipTCPCut] != 1+want {
+		t.Errorf("after eviction: skipped %v, want %d cut off (the sweep's and the eighth evicted)", skipped, 1+want)
+	}
+}
