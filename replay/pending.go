@@ -117,6 +117,25 @@ func (t *pendingTable) take(k pendingKey) (pendingQuery, bool) {
 	return q, ok
 }
 
+// answer returns the query of key, a query over a connection, and keeps it
+// marked answered: its later responses (a zone transfer) continue the
+// first. It expires as a query does, but once half its time has passed a
+// response renews it, so that a long transfer stays matched.
+func (t *pendingTable) answer(k pendingKey, now time.Time) (pendingQuery, bool) {
+	q, ok := t.m[k]
+	if !ok {
+		return q, false
+	}
+	kept := q
+	kept.answered = true
+	t.m[k] = kept
+	if now.Sub(q.at) > pendingTTL/2 {
+		kept.at = now
+		t.put(k, kept) // a new place in the queue; the old one finds it moved
+	}
+	return q, true
+}
+
 // tupleMemo remembers the tuples of recent responses by their wire form
 // without the ID: a flood repeats a few responses, and unpacking a message
 // costs more than the rest of its replay. miekgrrl.Tuple depends on the

@@ -52,3 +52,31 @@ func TestPendingTableBound(t *testing.T) {
 		t.Error("the oldest query was kept")
 	}
 }
+
+// A query over a connection stays, answered, after its first response, so
+// that its later responses find it; a long transfer renews it, and it
+// expires without counting as unanswered.
+func TestPendingAnswerKeepsStreamQuery(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	k := pendingKey{netip.MustParseAddrPort("192.0.2.1:4000"), 7, false}
+	p := newPendingTable()
+	p.put(k, pendingQuery{at: t0, dropped: 1})
+	for i, at := range []time.Duration{time.Second, 4 * time.Second, 6 * time.Second, 8 * time.Second} {
+		q, ok := p.answer(k, t0.Add(at))
+		if !ok || q.dropped != 1 || q.answered != (i > 0) {
+			t.Fatalf("response %d at %v: %+v %v; want the query, answered from the second on", i+1, at, q, ok)
+		}
+		p.expire(t0.Add(at))
+	}
+	if n := p.n; n != 2 {
+		t.Errorf("%d places in the queue, want 2: the query's and its renewal at 6 s", n)
+	}
+	p.expire(t0.Add(14 * time.Second))
+	if _, ok := p.m[k]; !ok {
+		t.Error("gone 10 s after the query, though renewed at 6 s")
+	}
+	p.expire(t0.Add(16*time.Second + time.Millisecond)) // 10 s after the renewal
+	if _, ok := p.answer(k, t0.Add(17*time.Second)); ok || p.unansweredNow() != 0 {
+		t.Errorf("after its time: still held %v, %d unanswered; want gone, 0", ok, p.unansweredNow())
+	}
+}

@@ -217,12 +217,15 @@ func (r *Replay) validCookie(cookie int, m *Message, client netip.Addr) bool {
 
 func (r *Replay) response(m *Message) {
 	key := pendingKey{m.Client, binary.BigEndian.Uint16(m.Wire), m.UDP}
-	p, matched := r.pending.take(key)
-	if matched && !m.UDP {
+	var p pendingQuery
+	var matched bool
+	if m.UDP {
+		p, matched = r.pending.take(key)
+	} else {
 		// A query over TCP may have several responses (a zone transfer):
-		// the servers charge its request and its first response, and send
-		// the others as they did the first.
-		r.pending.put(key, pendingQuery{at: m.Time, valid: p.valid, dropped: p.dropped, answered: true})
+		// the servers charge its request once, and send or drop the later
+		// responses as they did the first.
+		p, matched = r.pending.answer(key, m.Time)
 	}
 	if !matched {
 		// The query was not seen (a capture of responses only, or one

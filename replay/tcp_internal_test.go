@@ -132,7 +132,7 @@ func TestReassemblerShedsOnlyPendingFlows(t *testing.T) {
 	}
 	payload := make([]byte, 1400)
 	binary.BigEndian.PutUint16(payload, 0xffff) // never finished
-	for i := 0; i < 60000; i++ {                 // 84 MB: over maxHeldTotal
+	for i := 0; i < 60000; i++ {                // 84 MB: over maxHeldTotal
 		at = at.Add(time.Microsecond)
 		r.segment(&tcpSegment{client: sprayClient(i), server: server, seq: uint32(i), payload: payload, at: at})
 	}

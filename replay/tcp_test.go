@@ -149,6 +149,30 @@ func TestTCPSeveralMessagesToOneQuery(t *testing.T) {
 	}
 }
 
+// A zone transfer whose query requests-per-second drops has every one of
+// its messages dropped, as the first is.
+func TestTCPDroppedQueryDropsAllItsMessages(t *testing.T) {
+	var cs, ss []byte
+	for id := uint16(7); id <= 8; id++ { // the second query is over the limit
+		q := capgen.Query(id, "example.org.", dns.TypeAXFR, "")
+		cs = append(cs, framed(q)...)
+		for range 5 {
+			ss = append(ss, framed(capgen.Response(q, capgen.Answer, "example.org."))...)
+		}
+	}
+	segs := []segment{
+		{false, 0, capgen.SYN, nil},
+		{true, 0, capgen.SYN, nil},
+		{false, 1, 0, cs},
+		{true, 1, 0, ss},
+	}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, "requests-per-second=1")}, tcpCapture(t, "203.0.113.9:4000", segs))
+	if rep.Queries != 2 || rep.RequestsDropped != 1 || rep.Responses != 10 || rep.Sent != 5 || rep.Dropped != 5 || rep.Unmatched != 0 {
+		t.Errorf("%d queries (%d dropped), %d responses (%d sent, %d dropped), %d without query; want 2 (1), 10 (5, 5), 0",
+			rep.Queries, rep.RequestsDropped, rep.Responses, rep.Sent, rep.Dropped, rep.Unmatched)
+	}
+}
+
 // A message that its connection or the input ends in the middle of is
 // counted as cut off, once; a connection left open after whole messages
 // is not.
