@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -124,7 +125,7 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			continue
 		}
 		if err := cfg.SetValue(kw, value); err != nil {
-			return nil, d.Err(strings.TrimPrefix(err.Error(), "rrl: "))
+			return nil, d.Err(valueError(err).Error())
 		}
 		cf.Settings = append(cf.Settings, Setting{kw, value, fmt.Sprintf("%s:%d", d.File(), d.Line())})
 	}
@@ -181,6 +182,10 @@ func blockZones(args, keys []string) ([]string, error) {
 // one zone, or the reverse zones of a network ("10.0.0.0/8", with a port
 // after the mask if any).
 func zonesOf(key string) ([]string, error) {
+	if strings.TrimSpace(key) == "" {
+		// It would read as the root zone: every name, silently.
+		return nil, errors.New(`zone "": empty; write . for the root zone`)
+	}
 	z := key
 	if i := strings.Index(z, "://"); i >= 0 {
 		z = z[i+3:]

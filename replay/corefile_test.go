@@ -92,6 +92,9 @@ func TestZones(t *testing.T) {
 	if rep.Queries != 0 || rep.Skipped[replay.SkipOutOfZone] != int64(2*len(ex)) {
 		t.Errorf("zone example.net: %d queries, skipped %v", rep.Queries, rep.Skipped)
 	}
+	if _, err := replay.New(replay.Options{Zones: []string{"example.org", " "}}); err == nil || !strings.Contains(err.Error(), `zone "": empty`) {
+		t.Errorf("an empty zone, which would be every name: error %v", err)
+	}
 	rep = replayBytes(t, replay.Options{Zones: []string{"Example.ORG"}}, capture)
 	if rep.Queries != int64(len(ex)) || len(rep.Skipped) != 0 {
 		t.Errorf("zone example.org: %d queries, skipped %v", rep.Queries, rep.Skipped)

@@ -172,7 +172,7 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"time": fmtTime, "cats": func() []string { return categoryNames[:] }, "total": func(c *Counts) int64 { return c.Sent + c.Slipped + c.Dropped }, "classType": (*TupleEntry).classType}).Parse(`<!DOCTYPE html>
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"time": fmtTime, "cats": func() []string { return categoryNames[:] }, "total": (*Counts).total, "classType": (*TupleEntry).classType}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>rrl-replay report</title>
 <style>

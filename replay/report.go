@@ -68,6 +68,7 @@ func (c *Counts) add(act rrl.Action) {
 }
 
 func (c *Counts) denied() int64 { return c.Slipped + c.Dropped }
+func (c *Counts) total() int64  { return c.Sent + c.denied() }
 
 // Bytes are the DNS message bytes of the responses captured, and of those
 // that would have been sent (a slip counts as its header, question and OPT
@@ -126,7 +127,6 @@ type reportBuilder struct {
 	networks   map[netip.Prefix]*NetworkEntry
 	tuples     map[tupleKey]*TupleEntry
 	maxTracked int
-	limited    int // networks entered in the table, evicted ones included
 	timeline   timelineBuilder
 }
 
@@ -145,9 +145,7 @@ func (b *reportBuilder) query(at time.Time, n netip.Prefix, dropped bool) {
 		return
 	}
 	b.rep.RequestsDropped++
-	if e := b.network(n, at); e != nil {
-		e.RequestsDropped++
-	}
+	b.network(n, at).RequestsDropped++
 }
 
 // response records the fate of one response of the given size; denied
@@ -179,8 +177,8 @@ func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTu
 			b.evictTuples()
 		}
 		te = &TupleEntry{Network: n.String(), Category: categoryNames[cat], Name: key.name, First: at}
-		if cat == rrl.AllowanceAnswer || cat == rrl.AllowanceReferral || cat == rrl.AllowanceNoData {
-			te.Class = dns.Class(key.class).String() // the categories keyed by class
+		if key.class != 0 {
+			te.Class = dns.Class(key.class).String()
 		}
 		if key.qtype != 0 {
 			te.Type = dns.Type(key.qtype).String()
@@ -230,8 +228,8 @@ func lowerFQDN(s string) string {
 	return strings.ToLower(s)
 }
 
-// network returns the entry of a network being limited now, making it if
-// there is room; nil when the table of networks is full.
+// network returns the entry of a network being limited now, making it,
+// and making room for it if the table of networks is full.
 func (b *reportBuilder) network(n netip.Prefix, at time.Time) *NetworkEntry {
 	if e := b.networks[n]; e != nil {
 		e.Last = at
@@ -242,7 +240,6 @@ func (b *reportBuilder) network(n netip.Prefix, at time.Time) *NetworkEntry {
 	}
 	e := &NetworkEntry{Network: n.String(), First: at, Last: at, prefix: n}
 	b.networks[n] = e
-	b.limited++
 	return e
 }
 
@@ -285,13 +282,14 @@ func (b *reportBuilder) evictTuples() {
 func (b *reportBuilder) report(top int) *Report {
 	r := b.rep
 	r.Categories = make(map[string]*Counts, len(b.cats))
+	var all Counts
 	for i := range b.cats {
 		c := b.cats[i]
 		r.Categories[categoryNames[i]] = &c
-		r.Sent, r.Slipped, r.Dropped = r.Sent+c.Sent, r.Slipped+c.Slipped, r.Dropped+c.Dropped
+		all.Sent, all.Slipped, all.Dropped = all.Sent+c.Sent, all.Slipped+c.Slipped, all.Dropped+c.Dropped
 	}
-	r.Responses = r.Sent + r.Slipped + r.Dropped
-	r.LimitedNetworks = b.limited
+	r.Sent, r.Slipped, r.Dropped, r.Responses = all.Sent, all.Slipped, all.Dropped, all.total()
+	r.LimitedNetworks = len(b.networks) + r.EvictedNetworks // every network limited entered the table
 	for _, e := range b.networks {
 		r.Networks = append(r.Networks, e)
 	}

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ func ParseSetting(s string) (Setting, error) {
 	}
 	set := Setting{Keyword: strings.TrimSpace(k), Value: strings.TrimSpace(v)}
 	if err := rrl.NewConfig().SetValue(set.Keyword, set.Value); err != nil {
-		return Setting{}, err
+		return Setting{}, valueError(err)
 	}
 	return set, nil
 }
@@ -46,7 +47,7 @@ func ParseSweep(s string) (*Sweep, error) {
 	for _, val := range strings.Split(v, ",") {
 		val = strings.TrimSpace(val)
 		if err := rrl.NewConfig().SetValue(sw.Keyword, val); err != nil {
-			return nil, err
+			return nil, valueError(err)
 		}
 		sw.Values = append(sw.Values, val)
 	}
@@ -54,6 +55,13 @@ func ParseSweep(s string) (*Sweep, error) {
 		return nil, fmt.Errorf("%q: at most %d values, got %d", s, maxSweep, len(sw.Values))
 	}
 	return sw, nil
+}
+
+// valueError is the core's error for a setting without its "rrl: "
+// prefix: replay's own messages name where the setting came from (a flag,
+// a Corefile line) in its place.
+func valueError(err error) error {
+	return errors.New(strings.TrimPrefix(err.Error(), "rrl: "))
 }
 
 // maxSweep bounds the values of a sweep: each is a limiter of its own.

@@ -77,7 +77,7 @@ func (r *Report) writeText(w io.Writer) {
 	fmt.Fprintln(tw, "category\tresponses\tsent\tslipped\tdropped\t")
 	for _, name := range categoryNames {
 		c := r.Categories[name]
-		fmt.Fprintf(tw, "%-8s\t%d\t%d\t%d\t%d\t\n", name, c.Sent+c.Slipped+c.Dropped, c.Sent, c.Slipped, c.Dropped)
+		fmt.Fprintf(tw, "%-8s\t%d\t%d\t%d\t%d\t\n", name, c.total(), c.Sent, c.Slipped, c.Dropped)
 	}
 	fmt.Fprintf(tw, "%-8s\t%d\t%d\t%d\t%d\t\n", "all", r.Responses, r.Sent, r.Slipped, r.Dropped)
 	tw.Flush()

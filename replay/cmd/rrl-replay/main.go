@@ -76,8 +76,6 @@ type cli struct {
 	listen     string
 	duration   time.Duration
 	quiet      bool
-
-	otherBlocks [][]string // the zones of the Corefile's rrl blocks after the first
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -111,12 +109,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "rrl-replay: give capture files or -listen, not both or neither (-h for help)")
 		return 2
 	}
-	opts, err := c.options()
+	opts, otherBlocks, err := c.options()
 	if err != nil {
 		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
 		return 2
 	}
-	for _, zones := range c.otherBlocks {
+	for _, zones := range otherBlocks {
 		fmt.Fprintf(stderr, "rrl-replay: %s: the rrl block for %s is not replayed; only the first block is (one configuration a replay)\n",
 			c.corefile, strings.Join(zones, " "))
 	}
@@ -135,50 +133,48 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return c.write(r.Reports(), stdout, stderr)
 }
 
-// options turns the flags into replay options.
-func (c *cli) options() (replay.Options, error) {
+// options turns the flags into replay options, and returns the zones of
+// the Corefile's rrl blocks that the replay leaves out (all but the first).
+func (c *cli) options() (replay.Options, [][]string, error) {
 	opts := replay.Options{ServerPort: uint16(c.serverPort), Top: c.top}
+	var otherBlocks [][]string
 	if c.serverPort == 0 || c.serverPort > 65535 {
-		return opts, fmt.Errorf("-server-port %d: want 1 to 65535", c.serverPort)
+		return opts, nil, fmt.Errorf("-server-port %d: want 1 to 65535", c.serverPort)
 	}
 	if c.top == 0 || c.top < -1 {
-		return opts, fmt.Errorf("-top %d: want a number of entries, or -1 for all", c.top)
+		return opts, nil, fmt.Errorf("-top %d: want a number of entries, or -1 for all", c.top)
 	}
 	if c.corefile != "" {
 		f, err := os.Open(c.corefile)
 		if err != nil {
-			return opts, err
+			return opts, nil, err
 		}
 		cf, err := replay.ParseCorefile(c.corefile, f)
 		f.Close()
 		if err != nil {
-			return opts, err
+			return opts, nil, err
 		}
 		opts.Settings, opts.Zones, opts.CookieSecrets = cf.Settings, cf.Zones, cf.CookieSecrets
-		c.otherBlocks = cf.OtherBlocks
+		otherBlocks = cf.OtherBlocks
 	}
 	for _, s := range c.sets {
 		set, err := replay.ParseSetting(s)
 		if err != nil {
-			return opts, fmt.Errorf("-set: %s", strings.TrimPrefix(err.Error(), "rrl: "))
+			return opts, nil, fmt.Errorf("-set: %v", err)
 		}
 		opts.Settings = append(opts.Settings, set)
 	}
 	if c.sweep != "" {
 		sw, err := replay.ParseSweep(c.sweep)
 		if err != nil {
-			return opts, fmt.Errorf("-sweep: %s", strings.TrimPrefix(err.Error(), "rrl: "))
+			return opts, nil, fmt.Errorf("-sweep: %v", err)
 		}
 		opts.Sweep = sw
 	}
 	if c.zones != "" {
 		opts.Zones = nil
 		for _, z := range strings.Split(c.zones, ",") {
-			if z = strings.TrimSpace(z); z == "" {
-				// "" would be the root zone: every name, silently.
-				return opts, fmt.Errorf("-zones %q: an empty zone; write . for the root", c.zones)
-			}
-			opts.Zones = append(opts.Zones, z)
+			opts.Zones = append(opts.Zones, strings.TrimSpace(z)) // replay.New checks them
 		}
 	}
 	if c.secret != "" {
@@ -188,10 +184,10 @@ func (c *cli) options() (replay.Options, error) {
 		}
 		var err error
 		if opts.CookieSecrets, err = miekgrrl.ParseSecrets(vals); err != nil {
-			return opts, fmt.Errorf("-cookie-secret: %v", err)
+			return opts, nil, fmt.Errorf("-cookie-secret: %v", err)
 		}
 	}
-	return opts, nil
+	return opts, otherBlocks, nil
 }
 
 // replay reads the files, or the socket, until they end or the user

@@ -39,7 +39,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-sweep", "window=1,0", sample}, 2, `-sweep: window "0"`},
 		{[]string{"-cookie-secret", "abc", sample}, 2, "-cookie-secret: want exactly 32 hex digits"},
 		{[]string{"-top", "0", sample}, 2, "-top 0"},
-		{[]string{"-zones", "example.org,", sample}, 2, `-zones "example.org,": an empty zone`},
+		{[]string{"-zones", "example.org,", sample}, 2, `rrl-replay: zone "": empty; write . for the root zone`},
 		{[]string{"-corefile", "nonexistent.Corefile", sample}, 2, "nonexistent.Corefile"},
 		{[]string{"main.go"}, 1, "rrl-replay: main.go: not a pcap, pcapng or dnstap file\n"},
 		{[]string{"."}, 1, "rrl-replay: .: read .: is a directory\n"},
@@ -202,7 +202,7 @@ func TestStdin(t *testing.T) {
 		os.Stdin = stdin
 		f.Close()
 		if code != 0 || got != want {
-			t.Errorf("%s on stdin: exit %d, %s\nreport differs from the file's: %t", name, code, stderr, got != want)
+			t.Errorf("%s on stdin: exit %d, %s\nreport:\n%s\nwant the file's:\n%s", name, code, stderr, got, want)
 		}
 	}
 }
