@@ -266,15 +266,21 @@ func (b *reportBuilder) evictNetworks() {
 
 // evictTuples drops the less limited half of the tuples' table.
 func (b *reportBuilder) evictTuples() {
-	keys := slices.Collect(maps.Keys(b.tuples))
-	slices.SortFunc(keys, func(x, y tupleKey) int {
-		tx, ty := b.tuples[x], b.tuples[y]
-		return cmp.Or(cmp.Compare(tx.denied(), ty.denied()), tx.Last.Compare(ty.Last),
-			x.network.Addr().Compare(y.network.Addr()), cmp.Compare(x.network.Bits(), y.network.Bits()),
-			cmp.Compare(x.cat, y.cat), cmp.Compare(x.class, y.class), cmp.Compare(x.qtype, y.qtype), strings.Compare(x.name, y.name))
+	type keyed struct {
+		k tupleKey
+		e *TupleEntry
+	}
+	tuples := make([]keyed, 0, len(b.tuples))
+	for k, e := range b.tuples {
+		tuples = append(tuples, keyed{k, e})
+	}
+	slices.SortFunc(tuples, func(x, y keyed) int {
+		return cmp.Or(cmp.Compare(x.e.denied(), y.e.denied()), x.e.Last.Compare(y.e.Last),
+			x.k.network.Addr().Compare(y.k.network.Addr()), cmp.Compare(x.k.network.Bits(), y.k.network.Bits()),
+			cmp.Compare(x.k.cat, y.k.cat), cmp.Compare(x.k.class, y.k.class), cmp.Compare(x.k.qtype, y.k.qtype), strings.Compare(x.k.name, y.k.name))
 	})
-	for _, k := range keys[:max(1, len(keys)/2)] {
-		delete(b.tuples, k)
+	for _, t := range tuples[:max(1, len(tuples)/2)] {
+		delete(b.tuples, t.k)
 	}
 }
 
