@@ -28,8 +28,8 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// newTestRRL builds an RRL on clock from keyword-value pairs.
-func newTestRRL(t testing.TB, clock *testClock, kv ...string) *RRL {
+// testConfig is a Config from keyword-value pairs, on clock if not nil.
+func testConfig(t testing.TB, clock *testClock, kv ...string) *Config {
 	t.Helper()
 	c := NewConfig()
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -40,20 +40,20 @@ func newTestRRL(t testing.TB, clock *testClock, kv ...string) *RRL {
 	if clock != nil {
 		c.SetNowFunc(clock.Now)
 	}
-	return NewRRL(c)
+	return c
+}
+
+// newTestRRL builds an RRL on clock from keyword-value pairs.
+func newTestRRL(t testing.TB, clock *testClock, kv ...string) *RRL {
+	t.Helper()
+	return NewRRL(testConfig(t, clock, kv...))
 }
 
 // observedRRL is newTestRRL with an observer that appends the events to
 // *events.
 func observedRRL(t testing.TB, clock *testClock, events *[]Event, kv ...string) *RRL {
 	t.Helper()
-	c := NewConfig()
-	for i := 0; i+1 < len(kv); i += 2 {
-		if err := c.SetValue(kv[i], kv[i+1]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.SetNowFunc(clock.Now)
+	c := testConfig(t, clock, kv...)
 	c.SetObserver(func(e Event) { *events = append(*events, e) })
 	return NewRRL(c)
 }

@@ -207,15 +207,7 @@ type observed struct {
 func newObserved(t *testing.T, clock *testClock, kv ...string) *observed {
 	t.Helper()
 	o := &observed{}
-	c := NewConfig()
-	for i := 0; i+1 < len(kv); i += 2 {
-		if err := c.SetValue(kv[i], kv[i+1]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.SetNowFunc(clock.Now)
-	c.SetObserver(func(e Event) { o.events = append(o.events, e) })
-	o.RRL = NewRRL(c)
+	o.RRL = observedRRL(t, clock, &o.events, kv...)
 	return o
 }
 

@@ -546,11 +546,7 @@ func TestEndQuietEpisodes(t *testing.T) {
 func TestEndQuietEpisodesResumes(t *testing.T) {
 	clock := newTestClock()
 	ended := map[uint64]int{}
-	c := NewConfig()
-	c.SetValue("responses-per-second", "1")
-	c.SetValue("window", "5")
-	c.SetValue("max-table-size", "400000")
-	c.SetNowFunc(clock.Now)
+	c := testConfig(t, clock, "responses-per-second", "1", "window", "5", "max-table-size", "400000")
 	c.SetObserver(func(e Event) {
 		if !e.Started {
 			ended[e.Account]++

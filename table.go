@@ -101,7 +101,10 @@ const smallBuckets = pageBuckets
 func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.sets >> 32 }
 
 // bucket returns bucket i, allocating its page if it has none yet.
-func (t *bucketTable) bucket(i uint64) *bucket {
+func (t *bucketTable) bucket(i uint64) *bucket { return &t.page(i)[i%pageBuckets] }
+
+// page returns the page of bucket i, allocating it if it has none yet.
+func (t *bucketTable) page(i uint64) *page {
 	p := t.pages[i/pageBuckets].Load()
 	if p == &noPage {
 		p = new(page)
@@ -109,7 +112,7 @@ func (t *bucketTable) bucket(i uint64) *bucket {
 			p = t.pages[i/pageBuckets].Load() // another Debit allocated it first
 		}
 	}
-	return &p[i%pageBuckets]
+	return p
 }
 
 // noPage stands for every page not yet allocated, so that a search need
@@ -211,7 +214,7 @@ func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, first balance, s
 		case p.old == id:
 			return accountRef{p.b, p.j, id}, gone{}, false
 		case moving && waits < maxWaits, p.b == nil:
-			runtime.Gosched() // let the accounts moving in settle
+			yieldProcessor() // let the accounts moving in settle
 			continue
 		}
 		if ref, g, ok := t.add(i, p, id, first, s); ok {
@@ -219,6 +222,10 @@ func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, first balance, s
 		}
 	}
 }
+
+// yieldProcessor lets other goroutines run while findOrAdd waits; tests
+// replace it to act during the wait.
+var yieldProcessor = runtime.Gosched
 
 // place is a place in a set and the ident it held when victim chose it.
 type place struct {
@@ -268,8 +275,9 @@ func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe
 // before every empty one; balances are read only when the set is full.
 func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bool) {
 	first, last := i*t.setBuckets, (i+1)*t.setBuckets
+	pg := t.page(first) // a set lies in one page: it is one bucket, or a small table
 	for k := first; k < last; k++ {
-		b := t.bucket(k)
+		b := &pg[k%pageBuckets]
 		for j := range t.capacity(k) {
 			switch b.ident[j].Load() {
 			case id:
@@ -283,7 +291,7 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 	}
 	earliest := int64(0)
 	for k := first; k < last; k++ {
-		b := t.bucket(k)
+		b := &pg[k%pageBuckets]
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
 			case v == id: // added by another Debit since the first look

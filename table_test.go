@@ -782,20 +782,74 @@ func TestWaitForAccountMovingIn(t *testing.T) {
 	if !moving || p.b != b || p.j != 1 || p.old != 0 {
 		t.Fatalf("victim: place %d (old %#x), moving %v; want place 1, empty, and the account moving in", p.j, p.old, moving)
 	}
-	found := make(chan accountRef)
-	go func() {
-		ref, _, added := tb.findOrAdd(i, id, 0, firstDebit(0, limit{interval: 1, credit: 2, debt: 4}), st)
-		if added {
-			t.Error("findOrAdd added an account already moving in")
+	yields := 0
+	waitWith(t, func() {
+		if yields++; yields == 1 { // the other Debit finishes while this one waits
+			b.balance[0].Store(uint64(fullCredit(0, 2, 1)))
+			b.ident[0].Store(id)
 		}
-		found <- ref
-	}()
-	b.balance[0].Store(uint64(fullCredit(0, 2, 1)))
-	b.ident[0].Store(id) // the other Debit's second store
-	if ref := <-found; ref.b != b || ref.i != 0 {
-		t.Errorf("findOrAdd returned place %d, want the account's place 0", ref.i)
+	})
+	ref, _, added := tb.findOrAdd(i, id, 0, firstDebit(0, limit{interval: 1, credit: 2, debt: 4}), st)
+	if yields != 1 || added || ref.b != b || ref.i != 0 {
+		t.Errorf("after %d waits: place %d, added %v; want 1 wait and the account's place 0, not added", yields, ref.i, added)
 	}
 	if n := st.held.Load(); n != 0 {
 		t.Errorf("%d accounts added", n)
+	}
+}
+
+// TestWaitForAccountMovingInIsBounded: an account that stays moving in
+// (its Debit's goroutine held up between its two stores) is waited for
+// maxWaits times, then added again in another place.
+func TestWaitForAccountMovingInIsBounded(t *testing.T) {
+	tb := newBucketTable(1000)
+	key := uint64(5)<<40 | 0x7890
+	i, id := tb.index(key), identOf(key, LimitResponses)
+	tb.bucket(i).ident[0].Store(id &^ 1)
+	yields := 0
+	waitWith(t, func() { yields++ })
+	ref, _, added := tb.findOrAdd(i, id, 0, firstDebit(0, limit{interval: 1, credit: 2, debt: 4}), &stripe{})
+	if yields != maxWaits || !added || ref.i != 1 {
+		t.Errorf("after %d waits: place %d, added %v; want %d waits, then added in place 1", yields, ref.i, added, maxWaits)
+	}
+}
+
+// waitWith makes findOrAdd call yield where it waits, for the test.
+func waitWith(t *testing.T, yield func()) {
+	yieldProcessor = yield
+	t.Cleanup(func() { yieldProcessor = runtime.Gosched })
+}
+
+// TestSmallTableDecidesAlike: a table of one page is one set, searched in
+// order, so two RRLs with different hash secrets decide every Debit alike,
+// recycling included; a replay of captured traffic relies on it.
+func TestSmallTableDecidesAlike(t *testing.T) {
+	clock := newTestClock()
+	kv := []string{"responses-per-second", "2", "window", "3", "max-table-size", "320"}
+	a, b := newTestRRL(t, clock, kv...), newTestRRL(t, clock, kv...)
+	if a.hash == b.hash {
+		t.Fatal("two RRLs drew the same secrets")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var limited int
+	for i := range 50000 {
+		// 480 accounts, a few of them busy, over a table of 320.
+		n := rng.IntN(480)
+		if rng.IntN(4) == 0 {
+			n = rng.IntN(8)
+		}
+		src, tuple := udp(fmt.Sprintf("10.%d.%d.1", n/200, n%200)), answer(fmt.Sprintf("n%d.example.", n%3))
+		actA, _, _ := a.Debit(src, tuple)
+		if actB, _, _ := b.Debit(src, tuple); actA != actB {
+			t.Fatalf("debit %d: %v and %v", i, actA, actB)
+		}
+		if actA != Send {
+			limited++
+		}
+		clock.Advance(time.Millisecond)
+	}
+	sa, sb := a.GetStats(false), b.GetStats(false)
+	if limited == 0 || sa.Evictions == 0 || sa.Evictions != sb.Evictions {
+		t.Errorf("%d limited, evictions %d and %d: want some limited and the same recycling", limited, sa.Evictions, sb.Evictions)
 	}
 }
