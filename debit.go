@@ -304,7 +304,7 @@ func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *st
 func (r *RRL) debitAgain(i uint64, id uint32, kind LimitKind, now int64, l limit, s *stripe) debited {
 	for {
 		ref, g, added := r.table.findOrAdd(i, id, now, firstDebit(now, l), s)
-		if g.limited && r.observer != nil {
+		if g != (gone{}) && r.observer != nil {
 			r.reportEvicted(g)
 		}
 		if added {

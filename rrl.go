@@ -167,7 +167,7 @@ func (r *RRL) EndQuietEpisodes(quiet time.Duration) int {
 	for k := range before {
 		before[k] = now - min(int64(max(quiet, 0)), maxClock) - r.limits[k].episodeSlack() // no overflow
 	}
-	ended := r.table.sweep(now, &before, sweepBuckets, nil)
+	ended := r.table.sweep(now, &before)
 	if r.observer != nil {
 		for _, g := range ended {
 			r.observer(Event{Limit: g.kind.String(), LimitKind: g.kind, Account: g.account})

@@ -155,11 +155,11 @@ func (a accountRef) store(old, new balance) bool {
 }
 
 // gone describes an account whose limiting episode ended without a Debit
-// of its own (its place taken, or found quiet), for Event.
+// of its own (its place taken, or found quiet), for Event; the zero gone
+// is none.
 type gone struct {
 	account uint64 // Event.Account
 	kind    LimitKind
-	limited bool
 }
 
 // accountID is Event.Account for the account with ident id in set i:
@@ -261,7 +261,10 @@ func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe
 		return accountRef{b, j, id}, gone{}, true
 	}
 	s.evictions.Add(1)
-	return accountRef{b, j, id}, gone{accountID(i, p.old), kindOf(p.old), was.limited()}, true
+	if !was.limited() {
+		return accountRef{b, j, id}, gone{}, true
+	}
+	return accountRef{b, j, id}, gone{accountID(i, p.old), kindOf(p.old)}, true
 }
 
 // victim looks in set i for the account with ident id, and for a place
@@ -313,15 +316,14 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 const sweepBuckets = 32768
 
 // sweep ends the limiting episodes of accounts out of debt since before
-// (by kind), looking at up to max buckets from where the last sweep
-// stopped, and appends them to ended. It also moves the tat of an account
+// (by kind), looking at up to sweepBuckets buckets from where the last
+// sweep stopped, and returns them. It also moves the tat of an account
 // idle for longer than staleAge forward (see balance), so that wrapping
 // time never reads it as recent.
-func (t *bucketTable) sweep(now int64, before *[LimitKindLast]int64, max uint64, ended []gone) []gone {
+func (t *bucketTable) sweep(now int64, before *[LimitKindLast]int64) (ended []gone) {
 	t.sweepMu.Lock()
 	defer t.sweepMu.Unlock()
-	max = min(max, t.buckets)
-	for range max {
+	for range min(sweepBuckets, t.buckets) {
 		i := t.sweepAt
 		if t.sweepAt++; t.sweepAt == t.buckets {
 			t.sweepAt = 0
@@ -337,7 +339,7 @@ func (t *bucketTable) sweep(now int64, before *[LimitKindLast]int64, max uint64,
 				continue // empty or moving in
 			}
 			if ref.quiet(now, before[kindOf(ref.id)]) {
-				ended = append(ended, gone{accountID(i/t.setBuckets, ref.id), kindOf(ref.id), true})
+				ended = append(ended, gone{accountID(i/t.setBuckets, ref.id), kindOf(ref.id)})
 			}
 		}
 	}
@@ -451,11 +453,12 @@ func (v balance) charge(now int64, l limit) (balance, bool) {
 	if full := now - l.credit; tat <= full {
 		tat, v = full, v&^slipMask
 	}
-	if next := tat + l.interval; l.debt == 0 && next > now {
-		return v.withTat(tat), true
+	next := tat + l.interval
+	if l.debt == 0 && next > now {
+		return v.withTat(tat), true // refused: a request account never sinks
 	}
-	tat = min(tat+l.interval, now+l.debt)
-	return v&^tatMask | balance(uint64(tat)&tatMask), tat > now
+	tat = min(next, now+l.debt)
+	return v.withTat(tat), tat > now
 }
 
 // limitedAfter reports whether the account is in a limiting episode after

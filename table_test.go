@@ -652,7 +652,7 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 				for k := range before {
 					before[k] = now
 				}
-				tb.sweep(now, &before, sweepBuckets, nil)
+				tb.sweep(now, &before)
 			}
 			// Where the 56 bits wrap within the next hundred days, the
 			// moment at which an unswept tat would read as 10 s ahead.
