@@ -44,12 +44,7 @@ func BenchmarkDebitAddrHot(b *testing.B) {
 // networks times 100 names.
 func BenchmarkDebit10kAccounts(b *testing.B) {
 	r := benchRRL(b)
-	var srcs []net.Addr
-	var tuples []*ResponseTuple
-	for i := range 100 {
-		srcs = append(srcs, udp(fmt.Sprintf("10.0.%d.1", i)))
-		tuples = append(tuples, answer(fmt.Sprintf("host%d.example.com.", i)))
-	}
+	srcs, tuples := sharedPool()
 	i := 0
 	for b.Loop() {
 		r.Debit(srcs[i%100], tuples[(i/100)%100])
@@ -117,8 +112,9 @@ func BenchmarkDebitParallel(b *testing.B) {
 	})
 }
 
-// sharedPool is the pool of BenchmarkDebitSharedPool: 10,000 accounts,
-// 100 client networks times 100 names, as in BenchmarkDebit10kAccounts.
+// sharedPool is the pool of BenchmarkDebit10kAccounts and
+// BenchmarkDebitSharedPool: 10,000 accounts, 100 client networks times 100
+// names.
 func sharedPool() ([]net.Addr, []*ResponseTuple) {
 	var srcs []net.Addr
 	var tuples []*ResponseTuple
