@@ -113,15 +113,11 @@ func (r *RRL) DebitRequestAddr(src netip.Addr, udp, validCookie bool) (Action, I
 	s := r.stats.pick()
 	ipr := r.admit(src, r.networkOf(src), !udp || validCookie, r.now(), s)
 	if ipr == IPRateLimit {
-		countAlone(s, &requestTuple, Drop, ipr, RTNotReached)
+		s.count(AllowanceLast, Drop, ipr, RTNotReached) // in no category: it has no response
 		return Drop, ipr
 	}
 	return Send, ipr
 }
-
-// requestTuple stands in for the response a dropped request never had: its
-// category is out of range, so the statistics count it in none.
-var requestTuple = ResponseTuple{AllowanceCategory: AllowanceLast}
 
 // DebitResponse is Debit for a caller that charged the request with
 // DebitRequest: it applies every check of Debit but the request limit, and

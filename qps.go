@@ -18,7 +18,6 @@ import (
 type qpsScaler struct {
 	target float64
 	second atomic.Int64
-	factor atomicFloat64 // <= 1
 
 	// The allowances and slip-ratio as configured, and as scaled by the
 	// current factor: worked out once a second, not on every Debit.
@@ -29,10 +28,11 @@ type qpsScaler struct {
 }
 
 // scaledLimits are an RRL's allowances and slip-ratio for one second of
-// qps-scale.
+// qps-scale, and the factor (at most 1) they were scaled by.
 type scaledLimits struct {
 	limits    [LimitKindLast]limit
 	slipRatio int
+	factor    float64
 }
 
 func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, window int64) *qpsScaler {
@@ -46,11 +46,10 @@ func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, wind
 // response allowances and all-per-second (not the request limits), and
 // slip-ratio when it is above 2, never below 2, as BIND does.
 func (q *qpsScaler) setFactor(f float64) {
-	q.factor.Store(f)
-	s := &scaledLimits{limits: q.base, slipRatio: q.baseSlip}
+	s := &scaledLimits{limits: q.base, slipRatio: q.baseSlip, factor: f}
 	for k, l := range q.base {
 		if !LimitKind(k).request() && l.on() {
-			s.limits[k] = limitOf(q.scale(l.interval), q.window)
+			s.limits[k] = limitOf(scale(l.interval, f), q.window)
 		}
 	}
 	if s.slipRatio > 2 {
@@ -83,19 +82,12 @@ func (q *qpsScaler) observe(all stripes, s *stripe, now int64) {
 	q.setFactor(f)
 }
 
-// scale stretches an interval by the current factor, as BIND scales a rate
-// down, but never to less than one response per second (BIND's floor)
-// unless the configured rate was already lower.
-func (q *qpsScaler) scale(interval int64) int64 {
-	f := q.factor.Load()
+// scale stretches an interval by factor f, as BIND scales a rate down, but
+// never to less than one response per second (BIND's floor) unless the
+// configured rate was already lower.
+func scale(interval int64, f float64) int64 {
 	if f >= 1 {
 		return interval
 	}
 	return max(interval, int64(min(float64(interval)/f, float64(time.Second))))
 }
-
-// atomicFloat64 is a float64 read and written atomically.
-type atomicFloat64 struct{ bits atomic.Uint64 }
-
-func (f *atomicFloat64) Load() float64   { return math.Float64frombits(f.bits.Load()) }
-func (f *atomicFloat64) Store(v float64) { f.bits.Store(math.Float64bits(v)) }

@@ -361,7 +361,7 @@ func TestTwoCallsCountOnceForQPSScale(t *testing.T) {
 		}
 		clock.Advance(time.Second)
 		each(r, udp("198.51.100.1")) // the first of a new second sets the factor
-		return r.qps.factor.Load()
+		return r.qps.scaled.Load().factor
 	}
 	one := factorAfter(func(r *RRL, src net.Addr) { r.Debit(src, answer("x.")) })
 	two := factorAfter(func(r *RRL, src net.Addr) {

@@ -50,9 +50,10 @@ func NewRRL(cfg *Config) *RRL {
 			continue
 		}
 		interval := int64(float64(time.Second) / f)
-		r.limits[k] = limitOf(interval, r.cfg.window)
 		if k.request() {
 			r.limits[k] = requestLimitOf(interval)
+		} else {
+			r.limits[k] = limitOf(interval, r.cfg.window)
 		}
 	}
 	if r.cfg.qpsScale > 0 {
@@ -105,7 +106,8 @@ func limitOf(interval, window int64) limit {
 	return limit{interval, max(int64(time.Second), interval), max(window, interval)}
 }
 
-// requestLimitOf is limitOf for a request limit: it sinks into no debt.
+// requestLimitOf is the limit of a request allowance of one request per
+// interval: it sinks into no debt.
 func requestLimitOf(interval int64) limit {
 	return limit{interval, max(int64(time.Second), interval), 0}
 }

@@ -485,12 +485,12 @@ func TestQPSScaleIgnoresLateReadings(t *testing.T) {
 		r.qps.observe(r.stats, s, 10*sec+1)
 	}
 	r.qps.observe(r.stats, s, 11*sec)
-	busy := r.qps.factor.Load()
+	busy := r.qps.scaled.Load().factor
 	if busy > 0.2 {
 		t.Fatalf("after 100 responses in a second the factor is %v", busy)
 	}
 	r.qps.observe(r.stats, s, 11*sec-1)
-	if got := r.qps.factor.Load(); got != busy || r.qps.second.Load() != 11 {
+	if got := r.qps.scaled.Load().factor; got != busy || r.qps.second.Load() != 11 {
 		t.Errorf("a late reading changed the factor to %v and the second to %d", got, r.qps.second.Load())
 	}
 }
