@@ -28,7 +28,7 @@ import (
 //	requests-per-second         requests/s, 0 (off) or 0.01 to 1e6   0
 //	proven-requests-per-second  requests/s, 0 (off) or 0.01 to 1e6   requests-per-second
 //	slip-ratio                  0 (never slip) to 10                 2
-//	qps-scale                   responses/s, 0 (off) or 1 to 1e6     0
+//	qps-scale                   requests/s, 0 (off) or 1 to 1e6      0
 //	max-table-size              accounts, 1 to 268435456             100000
 //	exempt-clients              addresses or CIDR prefixes           none
 //

@@ -75,8 +75,8 @@
 // load, and a client asking too fast should get its share, where a
 // response account's debt is the penalty box that keeps a reflection's
 // victim quiet for as long as the flood lasts. qps-scale shrinks the
-// allowances while the server as a whole sends more than qps-scale
-// responses per second. Only responses over UDP are response-limited: over
+// allowances while the server as a whole receives more than qps-scale
+// requests per second. Only responses over UDP are response-limited: over
 // TCP a client's address is proven.
 //
 // # Time

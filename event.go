@@ -11,8 +11,10 @@ import "net/netip"
 // proven-requests-per-second) never goes into debt, since a refused request
 // is not charged: its episode stops on the first request it serves after
 // holding full credit for an interval (a request's worth left unspent), so
-// that a network asking too fast, served between refusals, is one episode. Only the first of these knows the account's network
-// and tuple; Account matches the stop to its start.
+// that a network asking too fast, served between refusals, is one episode.
+// A start, and a stop on a response sent, carry the account's network and
+// tuple; a stop that EndQuietEpisodes or an eviction finds does not.
+// Account matches the stop to its start.
 type Event struct {
 	Started bool
 	Evicted bool

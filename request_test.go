@@ -39,7 +39,10 @@ func checkBursts(t *testing.T, r *RRL, bursts ...burst) {
 	}
 }
 
-func TestDebitRequestLimitsANetworkBeforeItsResponses(t *testing.T) {
+// TestDebitRequestLimitsANetwork: a network's requests are refused, before
+// any work, once it has spent a second's credit, over every transport and
+// with a valid cookie too; other networks keep theirs.
+func TestDebitRequestLimitsANetwork(t *testing.T) {
 	clock := newTestClock()
 	r := newTestRRL(t, clock, "requests-per-second", "3")
 	checkBursts(t, r,
@@ -161,7 +164,7 @@ func TestDebitResponseDoesNotChargeTheRequestAgain(t *testing.T) {
 // must agree.
 func TestTwoCallsDecideAsDebit(t *testing.T) {
 	kv := []string{"responses-per-second", "4", "errors-per-second", "2", "requests-per-second", "10",
-		"all-per-second", "8", "qps-scale", "30", "slip-ratio", "3", "exempt-clients", "192.0.2.200"}
+		"proven-requests-per-second", "6", "all-per-second", "8", "qps-scale", "30", "slip-ratio", "3", "exempt-clients", "192.0.2.200"}
 	c1, c2 := newTestClock(), newTestClock()
 	one, two := newTestRRL(t, c1, kv...), newTestRRL(t, c2, kv...)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -372,5 +375,26 @@ func TestTwoCallsCountOnceForQPSScale(t *testing.T) {
 	cookie := factorAfter(func(r *RRL, src net.Addr) { r.DebitRequest(src, true) })
 	if one != 0.25 || two != one || cookie != one {
 		t.Errorf("qps-scale factor after 40 requests a second against 10: Debit %v, two calls %v, valid cookies %v; want 0.25 each", one, two, cookie)
+	}
+}
+
+// TestProvenRequestsZeroLiftsTheLimit: proven-requests-per-second 0 lifts
+// the request limit from proven sources (connections, valid cookies) while
+// requests-per-second still holds unproven UDP.
+func TestProvenRequestsZeroLiftsTheLimit(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "requests-per-second", "1", "proven-requests-per-second", "0")
+	for i := range 5 {
+		if act, ipr := r.DebitRequest(tcp("192.0.2.1"), false); act != Send || ipr != IPNotConfigured {
+			t.Errorf("TCP request %d: %v %v, want Send IPNotConfigured", i+1, act, ipr)
+		}
+		if act, ipr := r.DebitRequest(udp("192.0.2.1"), true); act != Send || ipr != IPNotConfigured {
+			t.Errorf("valid-cookie request %d: %v %v, want Send IPNotConfigured", i+1, act, ipr)
+		}
+	}
+	if act, _ := r.DebitRequest(udp("192.0.2.1"), false); act != Send {
+		t.Error("the first unproven request refused")
+	}
+	if act, ipr := r.DebitRequest(udp("192.0.2.1"), false); act != Drop || ipr != IPRateLimit {
+		t.Errorf("the second unproven request in a second: %v %v, want Drop IPRateLimit", act, ipr)
 	}
 }

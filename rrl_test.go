@@ -258,6 +258,31 @@ func TestAllPerSecondWinsAndNeverSlips(t *testing.T) {
 	}
 }
 
+// TestAllPerSecondStillChargesTheTuple: a response dropped for
+// all-per-second is charged to its tuple's account too, and moves its slip
+// counter on, as in BIND; so once all-per-second lets responses through
+// again, the tuple's account is deeper in debt and its slip count further
+// on than if the dropped response had not been charged.
+func TestAllPerSecondStillChargesTheTuple(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "1", "all-per-second", "2", "slip-ratio", "2", "window", "15")
+	src, x := udp("192.0.2.1"), answer("x.example.")
+	var got []string
+	debit := func() {
+		act, _, rtr := r.Debit(src, x)
+		got = append(got, fmt.Sprint(act, rtr))
+	}
+	debit() // sent
+	debit() // the tuple's account in debt: the first limited response slips
+	debit() // over all-per-second: dropped, and charged (the slip count moves on)
+	clock.Advance(time.Second)
+	debit() // all-per-second has credit again; the tuple's account does not
+	want := "[Send RTOk Slip RTRateLimit Drop RTAllLimit Slip RTRateLimit]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("got %v, want %s", got, want)
+	}
+}
+
 func TestErrorsNeverSlip(t *testing.T) {
 	r := newTestRRL(t, newTestClock(), "errors-per-second", "1", "slip-ratio", "1")
 	e := &ResponseTuple{AllowanceCategory: AllowanceError}
@@ -470,6 +495,47 @@ func TestPenaltyBoxBoundary(t *testing.T) {
 	clock.Advance(500 * time.Millisecond)
 	if got := actions(r, src, a, 2); got != "SD" {
 		t.Errorf("a response's worth later: %s, want SD", got)
+	}
+}
+
+// TestQPSScaleRules: scaling stops at BIND's floor of one response a
+// second (a rate already lower is kept), leaves a slip-ratio of 2 or less
+// alone, and exempt clients are not counted.
+func TestQPSScaleRules(t *testing.T) {
+	sec := int64(time.Second)
+	for _, c := range []struct {
+		interval int64
+		f        float64
+		want     int64
+	}{
+		{sec / 10, 0.5, sec / 5},
+		{sec / 10, 0.01, sec},   // 0.1/s would be below the floor
+		{2 * sec, 0.5, 2 * sec}, // 0.5/s: below the floor already, kept
+		{sec / 10, 1, sec / 10},
+	} {
+		if got := scale(c.interval, c.f); got != c.want {
+			t.Errorf("interval %v by %v: %v, want %v", time.Duration(c.interval), c.f, time.Duration(got), time.Duration(c.want))
+		}
+	}
+	for _, c := range []struct {
+		slip int
+		f    float64
+		want int
+	}{{1, 0.1, 1}, {2, 0.1, 2}, {3, 0.1, 2}, {10, 0.5, 5}, {10, 1, 10}} {
+		q := newQPSScaler(10, [LimitKindLast]limit{}, c.slip, 15*sec)
+		if q.setFactor(c.f); q.scaled.Load().slipRatio != c.want {
+			t.Errorf("slip-ratio %d by %v: %d, want %d", c.slip, c.f, q.scaled.Load().slipRatio, c.want)
+		}
+	}
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "10", "qps-scale", "10", "exempt-clients", "192.0.2.0/24")
+	for i := range 100 {
+		r.Debit(udp(fmt.Sprintf("192.0.2.%d", i)), answer("x."))
+	}
+	clock.Advance(time.Second)
+	r.Debit(udp("198.51.100.1"), answer("x.")) // the first of a new second sets the factor
+	if f := r.qps.scaled.Load().factor; f != 1 {
+		t.Errorf("after 100 exempt requests a second against 10: factor %v, want 1", f)
 	}
 }
 
