@@ -16,11 +16,7 @@ rounds=${3:-10}
 benchtime=${4:-1s}
 benchstat=$(command -v benchstat || echo "$(go env GOPATH)/bin/benchstat")
 
-work=$(mktemp -d)
-trap 'git worktree remove --force "$work/old" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-git worktree add --detach "$work/old" "$rev" >/dev/null
-(cd "$work/old" && go test -c -o "$work/old.test" .)
-go test -c -o "$work/new.test" .
+source ./buildrev.sh
 
 run() {
 	"$work/$1.test" -test.run '^$' -test.bench "$bench" -test.benchmem \

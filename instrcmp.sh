@@ -16,11 +16,7 @@ rev=${1:?usage: $0 REV [BENCH-REGEXP] [N]}
 bench=${2:-'DebitHot$|DebitAddrHot$|Debit10kAccounts$'}
 n=${3:-200000}
 
-work=$(mktemp -d)
-trap 'git worktree remove --force "$work/old" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-git worktree add --detach "$work/old" "$rev" >/dev/null 2>&1
-(cd "$work/old" && go test -c -o "$work/old.test" .)
-go test -c -o "$work/new.test" .
+source ./buildrev.sh
 
 # instructions BINARY BENCHMARK ITERATIONS prints the instructions of a run.
 # The runtime's preemption signals are off: callgrind can fail on them.
@@ -33,6 +29,10 @@ instructions() {
 printf '%-24s %12s %12s %8s\n' benchmark "$rev" "working tree" change
 names=$("$work/new.test" -test.list "^Benchmark($bench)" | sed 's/^Benchmark//')
 for name in $names; do
+	if ! "$work/old.test" -test.list "^Benchmark$name\$" | grep -q .; then
+		echo "$name: not at $rev, skipped"
+		continue
+	fi
 	per=()
 	for bin in old new; do
 		one=$(instructions "$bin" "Benchmark$name" "$n")
