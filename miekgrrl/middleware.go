@@ -413,7 +413,7 @@ func (s *state) writeMsg(m *dns.Msg) error {
 	}
 	switch s.decide(m) {
 	case rrl.Drop:
-		return nil
+		return s.drop()
 	case rrl.Slip:
 		return s.rw.WriteMsg(s.slipReply(m))
 	}
@@ -421,6 +421,17 @@ func (s *state) writeMsg(m *dns.Msg) error {
 		m = s.withCookie(m)
 	}
 	return s.rw.WriteMsg(m)
+}
+
+// drop writes nothing for a dropped response. On a connection (a stream
+// whose address the core cannot read, and so limits as UDP) it closes the
+// connection, as for a refused request, rather than leave the client
+// waiting for an answer that will not come.
+func (s *state) drop() error {
+	if s.stream {
+		return s.rw.Close()
+	}
+	return nil
 }
 
 func (s *state) write(b []byte) (int, error) {
@@ -431,7 +442,7 @@ func (s *state) write(b []byte) (int, error) {
 	}
 	switch s.decide(m) {
 	case rrl.Drop:
-		return len(b), nil
+		return len(b), s.drop()
 	case rrl.Slip:
 		return len(b), s.rw.WriteMsg(s.slipReply(m))
 	}

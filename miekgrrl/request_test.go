@@ -388,6 +388,67 @@ func TestMiddlewareStreamWithoutAddressIsNeverTruncated(t *testing.T) {
 	}
 }
 
+// A response with a server cookie is truncated to the client's payload
+// size over UDP only; over TCP it goes whole. A stream whose address
+// cannot be read gets no cookie (there is no address to bind it to), and
+// its response goes whole too.
+func TestCookieReplyTruncatedOverUDPOnly(t *testing.T) {
+	big := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		for i := range 60 {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
+				A: net.IPv4(192, 0, 2, byte(i))})
+		}
+		w.WriteMsg(m)
+	})
+	for _, c := range []struct {
+		remote            net.Addr
+		truncated, cookie bool
+	}{
+		{&net.UDPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}, true, true},
+		{&net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 5353}, false, true},
+		{&net.UnixAddr{Name: "@dns", Net: "unix"}, false, false},
+		{&net.TCPAddr{Port: 5353}, false, false},
+	} {
+		h := Middleware(newLimiter(t, newTestClock()), big, Options{Cookies: NewCookies([16]byte{1})})
+		w := &fakeWriter{remote: c.remote}
+		q := cookieQuery("www.example.org.", "0102030405060708")
+		q.IsEdns0().SetUDPSize(512)
+		h.ServeDNS(w, q)
+		if w.wrote() != 1 || w.last().Truncated != c.truncated || (respCookie(w.last()) != "") != c.cookie ||
+			(!c.truncated && len(w.last().Answer) != 60) {
+			t.Errorf("%s: wrote %d, truncated %v with %d answers, cookie %q; want truncated %v",
+				c.remote.Network(), w.wrote(), w.last().Truncated, len(w.last().Answer), respCookie(w.last()), c.truncated)
+		}
+	}
+}
+
+// A response dropped on a stream whose address the core cannot read (and
+// so limits as UDP) closes the connection, rather than leave its client
+// waiting for an answer.
+func TestMiddlewareDropOnStreamCloses(t *testing.T) {
+	for _, remote := range []net.Addr{&net.UnixAddr{Name: "@dns", Net: "unix"}, &net.TCPAddr{Port: 5353}} {
+		lim := newLimiter(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "0")
+		h := Middleware(lim, answerHandler, Options{})
+		w := &fakeWriter{remote: remote}
+		h.ServeDNS(w, query("www.example.org."))
+		h.ServeDNS(w, query("www.example.org.")) // dropped
+		if w.wrote() != 1 || w.closed != 1 {
+			t.Errorf("%s: wrote %d, closed %d; want the first answered and the connection closed at the drop", remote.Network(), w.wrote(), w.closed)
+		}
+	}
+	// A datagram's listener is never closed.
+	lim := newLimiter(t, newTestClock(), "responses-per-second", "1", "slip-ratio", "0")
+	h := Middleware(lim, answerHandler, Options{})
+	w := udpFrom("192.0.2.1")
+	h.ServeDNS(w, query("www.example.org."))
+	h.ServeDNS(w, query("www.example.org."))
+	if w.wrote() != 1 || w.closed != 0 {
+		t.Errorf("UDP: wrote %d, closed %d; want 1, 0", w.wrote(), w.closed)
+	}
+}
+
 // In report-only mode a UDP request over its limit is answered as it would
 // be without the limit, not truncated, and its response is not debited.
 func TestMiddlewareRequestLimitReportOnlyUDP(t *testing.T) {
