@@ -203,14 +203,9 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 		h.stats.count(server, zone, tuple.AllowanceCategory, core.Send, core.RTNotUDP)
 		return core.Send
 	}
-	act, _, rtr := h.limiter.DebitResponseAddr(client, udp, &tuple)
-	switch {
-	case !held:
+	act, _, rtr := h.limiter.DebitResponseAddr(client, true, &tuple) // errors never slip (core)
+	if !held {
 		act = core.Send
-	case tuple.AllowanceCategory == core.AllowanceError && act == core.Slip:
-		// The core never slips errors; make sure of it, since a TC reply to
-		// an error invites a TCP retry of a query that will only fail again.
-		act = core.Drop
 	}
 	h.stats.count(server, zone, tuple.AllowanceCategory, act, rtr)
 	return act

@@ -671,6 +671,23 @@ func TestValidCookieHeldToProvenAllowance(t *testing.T) {
 	}
 }
 
+// TestReportOnlyCookieExemptCountsOnlyAdmitted: in report-only mode a
+// valid-cookie request over proven-requests-per-second is served, but its
+// response is not counted in cookie_exempt_total, which enforcing would
+// never have sent, as the README says.
+func TestReportOnlyCookieExemptCountsOnlyAdmitted(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1\n proven-requests-per-second 5\n report-only\n cookie-secret 000102030405060708090a0b0c0d0e0f\n}", zoneNext, newClock())
+	full := serverCookie(t, h, "127.0.9.1")
+	exempt := testutil.ToFloat64(cookieExemptTotal.WithLabelValues("", "example.org."))
+	got := tally(t, h, "127.0.9.1", false, 20, func(int) *dns.Msg { return withCookie(query("www.example.org.", dns.TypeA), full) })
+	if got[sent] != 20 {
+		t.Errorf("report-only, 20 queries with a valid cookie: %v, want all sent", got)
+	}
+	if d := testutil.ToFloat64(cookieExemptTotal.WithLabelValues("", "example.org.")) - exempt; d != 5 {
+		t.Errorf("cookie_exempt_total rose by %v, want 5: the requests within the proven allowance", d)
+	}
+}
+
 // closeRecorder is a capture that notes whether the plugin closed the
 // connection, with the client address given.
 type closeRecorder struct {
