@@ -9,8 +9,8 @@ import (
 // The table of accounts is an array of buckets, each one 64-byte cache
 // line holding five accounts: 12 bytes an account and 4 spare. An
 // account's key (see hashKey.account) picks its bucket with its high half
-// and tells it apart from the others in the bucket with a 28-bit tag from
-// its low half, beside its 3-bit kind. A bucket holds an account's two
+// and tells it apart from the others in the bucket with a 27-bit tag from
+// its low half, beside its 4-bit kind. A bucket holds an account's two
 // words: its ident (tag, kind) and its balance (see balance). The bucket
 // is all a Debit reads and writes of the table: it finds the account by
 // its ident and debits it with one compare-and-swap of the balance,
@@ -55,11 +55,11 @@ type bucket struct {
 // identOf returns the ident of the account whose key is key. Tag 0 is
 // read as tag 1, so that no ident moving in is 0.
 func identOf(key uint64, kind LimitKind) uint32 {
-	return max(uint32(key)&^0xf, 0x10) | uint32(kind)<<1 | 1
+	return max(uint32(key)&^0x1f, 0x20) | uint32(kind)<<1 | 1
 }
 
 // kindOf returns the kind of the account whose ident is id.
-func kindOf(id uint32) LimitKind { return LimitKind(id >> 1 & 7) }
+func kindOf(id uint32) LimitKind { return LimitKind(id >> 1 & 0xf) }
 
 // bucketTable is the table of accounts.
 type bucketTable struct {

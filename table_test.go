@@ -465,7 +465,7 @@ func TestBucketTableConcurrent(t *testing.T) {
 	tb := newBucketTable(5)
 	st := make(stripes, 1)
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
-	keys := []uint64{1 << 4, 2 << 4, 3 << 4, 4 << 4, 5 << 4}
+	keys := []uint64{1 << 5, 2 << 5, 3 << 5, 4 << 5, 5 << 5}
 	for _, key := range keys {
 		findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 	}
@@ -494,7 +494,7 @@ func TestBucketTableConcurrentAdds(t *testing.T) {
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	keys := make([]uint64, accounts)
 	for i := range keys {
-		keys[i] = (uint64(i)<<32/accounts+1)<<32 | uint64(i)<<4 // bucket i
+		keys[i] = (uint64(i)<<32/accounts+1)<<32 | uint64(i)<<5 // bucket i
 	}
 	concurrentDebits(t, tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
@@ -693,7 +693,7 @@ func TestFindOrAddReturnsHeldAccount(t *testing.T) {
 		key := uint64(7)<<40 | 0x1230
 		i, id := tb.index(key), identOf(key, LimitResponses)
 		for k := range fill { // other accounts of the bucket, more in credit
-			findFull(tb, i, identOf(key+uint64(k+1)<<4, LimitResponses), -int64(time.Hour), l.credit, st)
+			findFull(tb, i, identOf(key+uint64(k+1)<<5, LimitResponses), -int64(time.Hour), l.credit, st)
 		}
 		ref, _ := findFull(tb, i, id, 0, l.credit, st)
 		v, _ := ref.load()
