@@ -129,9 +129,7 @@ func (r *keepRegistry) join(h *RRL) {
 	s := h.shared
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m[s.key] == nil {
-		r.m[s.key] = s
-	}
+	r.m[s.key] = s // the newest block's, should two limiters ever have one key
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.live = append(s.live, h)
