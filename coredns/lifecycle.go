@@ -66,6 +66,7 @@ func (h *RRL) stop() {
 		return
 	}
 	h.stopped = true
+	h.ops.stop()
 	if h.tickStop != nil {
 		close(h.tickStop)
 		<-h.tickDone

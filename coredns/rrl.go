@@ -49,6 +49,8 @@ type RRL struct {
 	stopped  bool
 	tickStop chan struct{} // closed to stop the ticker
 	tickDone chan struct{} // closed by the ticker when it has stopped
+
+	ops *ops // status and log-limited (status.go); nil when neither is set
 }
 
 // zoneIndexFrom is the number of zones from which matchZone looks the

@@ -51,6 +51,7 @@ func setup(c *caddy.Controller) error {
 	// replacement running nowhere: the old instance's OnRestartFailed stops
 	// it. OnShutdown runs on every reload and at the end; OnFinalShutdown
 	// only at the end; stop is safe to call more than once.
+	c.OnStartup(func() error { return h.ops.start(h) }) // status and log-limited (status.go)
 	c.OnRestart(func() error { restarts.begin(gen); return nil })
 	c.OnRestartFailed(func() error { restarts.failed(gen); return nil })
 	c.OnShutdown(func() error { h.stop(); restarts.done(gen); return nil })
@@ -120,6 +121,7 @@ func parse(c *caddy.Controller) (*RRL, error) {
 			return nil, err
 		}
 		h = newHandler(zones, cfg, opts)
+		h.ops = newOps(opts.ops)
 	}
 	if h == nil {
 		return nil, c.ArgErr()
@@ -167,6 +169,7 @@ type options struct {
 	reportOnly bool
 	secret     [16]byte
 	previous   *[16]byte
+	ops        opsOptions // status and log-limited (status.go)
 }
 
 // parseBlock reads the block after "rrl [ZONES...]". Each directive may
@@ -218,6 +221,10 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		opts.reportOnly = true
 	case kw == "cookie-secret":
 		return parseSecrets(c, opts, args)
+	case kw == "status":
+		return parseStatus(c, cfg, &opts.ops, args)
+	case kw == "log-limited":
+		return parseLogLimited(c, cfg, &opts.ops, args)
 	default:
 		return c.Errf("unknown property %q", kw)
 	}
