@@ -75,6 +75,12 @@ func settingsString(cfg *core.Config, opts options) string {
 	if opts.reportOnly {
 		b.WriteString("report-only; ")
 	}
+	// status and log-limited need the limiter to keep its record of limited
+	// accounts (core.Config.SetRecordLimited); their addresses and periods
+	// are not the limiter's business.
+	if opts.ops.status != "" || opts.ops.logEvery > 0 {
+		b.WriteString("record-limited; ")
+	}
 	d := sha256.New()
 	d.Write(opts.secret[:])
 	if opts.previous != nil {
