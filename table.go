@@ -9,28 +9,37 @@ import (
 
 // The table of accounts is an array of buckets, each one 64-byte cache
 // line holding five accounts: 12 bytes an account and 4 spare. An
-// account's key (see hashKey.account) picks its bucket with its high half
-// and tells it apart from the others in the bucket with a 27-bit tag from
-// its low half, beside its 4-bit kind. A bucket holds an account's two
-// words: its ident (tag, kind) and its balance (see balance). The bucket
-// is all a Debit reads and writes of the table: it finds the account by
-// its ident and debits it with one compare-and-swap of the balance,
-// without a lock.
+// account's key (see hashKey.account) picks its first bucket with its high
+// half and tells it apart from the others in a bucket with a 27-bit tag
+// from its low half, beside its 4-bit kind; a hash of that ident picks its
+// second bucket (see alt). A bucket holds an account's two words: its
+// ident (tag, kind) and its balance (see balance). A Debit of an account
+// held in its first bucket reads and writes that bucket alone: it finds
+// the account by its ident and debits it with one compare-and-swap of the
+// balance, without a lock. One held in its second bucket, or a new one,
+// costs a read of both.
 //
-// A new account takes an empty place in its bucket, or the place of the
-// account with the most credit, which is the one least recently debited
-// among those in credit: an account in credit goes before one in debt,
-// and among accounts in debt the one least in debt goes first. So the
-// account of a network under a flood, deep in debt, survives a spray of
-// spoofed sources, even of sources that drive their own accounts into
-// debt, unless every account of its bucket is deeper in debt still. Where
-// BIND recycles the least recently used of all accounts, this table
-// recycles among five; it never refuses a new account and never scans.
+// A new account takes an empty place in its first bucket, else in its
+// second. While the table has places never filled, a new account whose
+// two buckets are full makes room by moving an account of theirs to its
+// other bucket, up to three moves in a chain (see relocate), as a cuckoo
+// hash table does: so the table fills to about 99% before it recycles an
+// account, where with one bucket per account a bucket recycled while the
+// table had room, and max-table-size accounts left 82% held. In a full
+// table a new account takes the place of the account of lowest rank of
+// its two buckets (see rank): an account in credit goes before one in
+// debt, the one with the most credit first, and among accounts in debt
+// the one least in debt goes first. So the account of a network under a
+// flood, deep in debt, survives a spray of spoofed sources, even of
+// sources that drive their own accounts into debt, unless every account of
+// its two buckets is deeper in debt still. Where BIND recycles the least
+// recently used of all accounts, this table recycles among ten; it never
+// refuses a new account and never scans.
 //
 // A table of at most one page (320 accounts) is one set: an account may
-// take any place in it, searched in order, and the account with the most
-// credit in the whole table is recycled. A small table then behaves the
-// same in every RRL, whatever the secrets of its hash, so that a replay of
+// take any place in it, searched in order, and the account of lowest rank
+// in the whole table is recycled. A small table then behaves the same in
+// every RRL, whatever the secrets of its hash, so that a replay of
 // captured traffic decides as the server did; its Debits search up to 64
 // buckets, which fit in the processor's first-level cache.
 //
@@ -70,10 +79,14 @@ type bucketTable struct {
 	setBuckets  uint64 // buckets in a set: 1, or all of a small table
 	pages       []atomic.Pointer[page]
 
-	// free counts the places never filled, in a table of more than one
-	// set: while it is above 0 a new account whose two buckets are full
-	// moves an account aside rather than recycle one (see relocate).
+	// free counts the places never filled: while it is above keep, a new
+	// account whose two buckets are full moves an account aside rather
+	// than recycle one (see relocate). The last keep places, 1 in 128,
+	// are left to new accounts that find them in their own buckets: the
+	// fewer places are left, the further relocate must search for one,
+	// and under a spray it would search on every Debit.
 	free atomic.Int64
+	keep int64
 
 	sweepMu sync.Mutex
 	sweepAt uint64 // the bucket where the next sweep starts
@@ -91,6 +104,7 @@ func newBucketTable(size int) *bucketTable {
 		t.sets, t.setBuckets = 1, nb
 	}
 	t.free.Store(int64(size))
+	t.keep = int64(size) / 128
 	t.pages = make([]atomic.Pointer[page], (nb+pageBuckets-1)/pageBuckets)
 	for i := range t.pages {
 		t.pages[i].Store(&noPage)
@@ -216,10 +230,22 @@ const maxWaits = 100
 // find returns the account with ident id in set i if the table holds it
 // and the set is one bucket (in a small table it returns false, leaving
 // the search to findOrAdd). It looks in the account's first bucket, i,
-// then in its second. The first part is small enough to be inlined into
-// every Debit: an account held in its first bucket, as most are, costs
-// one cache line.
+// then in its second.
 func (t *bucketTable) find(i uint64, id uint32) (accountRef, bool) {
+	if ref, ok := t.findFirst(i, id); ok {
+		return ref, true
+	}
+	if t.setBuckets != 1 {
+		return accountRef{}, false
+	}
+	return t.findSecond(i, id)
+}
+
+// findFirst is find in the account's first bucket alone. It is small
+// enough to be inlined into every Debit, which looks no further: an
+// account held in its first bucket, as nine in ten are in a full table,
+// costs one cache line; findOrAdd finds the others.
+func (t *bucketTable) findFirst(i uint64, id uint32) (accountRef, bool) {
 	if t.setBuckets != 1 {
 		return accountRef{}, false
 	}
@@ -229,7 +255,7 @@ func (t *bucketTable) find(i uint64, id uint32) (accountRef, bool) {
 			return accountRef{b, j, id}, true
 		}
 	}
-	return t.findSecond(i, id)
+	return accountRef{}, false
 }
 
 // findSecond is find's look in the second bucket of the account with
@@ -354,7 +380,7 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 	if empty.b != nil {
 		return empty, moving
 	}
-	if !moving && t.free.Load() > 0 {
+	if !moving && t.free.Load() > t.keep {
 		if p, ok := t.relocate(i, k2); ok {
 			return p, false
 		}
@@ -446,9 +472,10 @@ func (t *bucketTable) victimSmall(id uint32, now int64) (p place, moving bool) {
 // it takes an empty place, or where room is made the same way first (up
 // to maxMoves moves in a chain, the shortest found). It returns the place
 // emptied, held by the caller (its ident is the moved account's, moving
-// in), and false if no such move could be made. It runs only while the
-// table has places never filled: so a table fills to nearly every place,
-// as a cuckoo hash table does, before it recycles an account.
+// in), and false if no such move could be made. It runs only while more
+// than 1 in 128 of the table's places were never filled (see free): so a
+// table fills to about 99% of its places, as a cuckoo hash table does,
+// before it recycles an account.
 func (t *bucketTable) relocate(a, b uint64) (place, bool) {
 	for depth := 1; depth <= maxMoves; depth++ {
 		for _, k := range [2]uint64{a, b} {
@@ -464,10 +491,10 @@ func (t *bucketTable) relocate(a, b uint64) (place, bool) {
 }
 
 // maxMoves bounds the accounts that relocate moves to make room for one:
-// up to 10 + 50 + 250 buckets looked at, only while the table has places
-// never filled. Two moves fill 98.5% of the places before the first
-// recycling, three 99% (a cuckoo table of two choices and five places a
-// bucket fills to about 99%).
+// up to 10 + 50 + 250 buckets looked at, only while the table has room.
+// Max-table-size distinct accounts are 97% held with one move at most,
+// 98.5% with two, 99% with three (near the most that two choices of five
+// places can hold).
 const maxMoves = 3
 
 // moveAside moves an account of bucket k (not one whose other bucket is
