@@ -15,15 +15,16 @@ var actionNames = [...]string{"Send", "Drop", "Slip", "ActionLast"}
 // String returns the identifier of a, such as "Slip".
 func (a Action) String() string { return enumName(actionNames[:], int(a), "Action") }
 
-// IPReason tells how the per-network request limit (requests-per-second) and
-// the exempt-clients list shaped the Action. It is for statistics and logs.
+// IPReason tells how the request limits (requests-per-second, the request
+// prefixes) and the exempt-clients list shaped the Action. It is for
+// statistics and logs.
 type IPReason int
 
 const (
 	IPOk            IPReason = iota // the client network is within requests-per-second
 	IPNotConfigured                 // requests-per-second is 0
 	IPNotReached                    // Debit decided before the request limit was consulted (reserved)
-	IPRateLimit                     // the client network exceeded requests-per-second: Drop
+	IPRateLimit                     // the client network exceeded requests-per-second, or a request prefix its allowance: Drop
 	IPCacheFull                     // never returned: a full table recycles an account instead
 	IPExempt                        // the client is in exempt-clients: Send
 	IPLast                          // number of reasons; not a reason
@@ -46,10 +47,12 @@ const (
 	RTNotUDP                        // not UDP, so not response-limited: Send
 	RTCacheFull                     // never returned: a full table recycles an account instead
 	RTAllLimit                      // the client network exceeded all-per-second: Drop
+	RTAllBytesLimit                 // the client network exceeded all-bytes-per-second: Drop
+	RTTooLarge                      // longer than nocookie-udp-size, to an unproven source: Slip (a truncated reply)
 	RTLast                          // number of reasons; not a reason
 )
 
-var rtReasonNames = [...]string{"RTOk", "RTNotConfigured", "RTNotReached", "RTRateLimit", "RTNotUDP", "RTCacheFull", "RTAllLimit", "RTLast"}
+var rtReasonNames = [...]string{"RTOk", "RTNotConfigured", "RTNotReached", "RTRateLimit", "RTNotUDP", "RTCacheFull", "RTAllLimit", "RTAllBytesLimit", "RTTooLarge", "RTLast"}
 
 // String returns the identifier of r, such as "RTNotUDP".
 func (r RTReason) String() string { return enumName(rtReasonNames[:], int(r), "RTReason") }

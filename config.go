@@ -31,6 +31,10 @@ import (
 //	qps-scale                   requests/s, 0 (off) or 1 to 1e6      0
 //	max-table-size              accounts, 1 to 268435456             100000
 //	exempt-clients              addresses or CIDR prefixes           none
+//	ipv4-request-prefixes       LENGTH:ALLOWANCE pairs, 1 to 4       none
+//	ipv6-request-prefixes       LENGTH:ALLOWANCE pairs, 1 to 4       none
+//	all-bytes-per-second        bytes/s, 0 (off) or 512 to 1e9       0
+//	nocookie-udp-size           bytes, 0 (off) or 128 to 65535       0
 //
 // Values are strict: rates are plain decimal numbers (digits with an
 // optional fraction, such as 10 or 0.5), the others whole numbers (digits
@@ -48,6 +52,25 @@ import (
 // Until it is set, proven requests share the network's request account.
 // Set to 0, it lifts the request limit from proven sources, even when
 // requests-per-second is set.
+//
+// The last four keywords go beyond BIND. ipv4-request-prefixes and
+// ipv6-request-prefixes each take up to MaxRequestPrefixes pairs
+// LENGTH:ALLOWANCE, separated by spaces or commas ("32:5 20:400
+// 18:1200"): distinct prefix lengths (1 to 32, 1 to 128) and allowances
+// in requests per second, in the grammar and range of
+// requests-per-second (0 turns a pair off). Each pair gives every prefix
+// of that length an account of its own beside the network's
+// requests-per-second account, so that a flood spread over many networks
+// is held by a wider prefix and one heavy host by a narrower one. A
+// second SetValue replaces the list; an empty value clears it. They
+// limit unproven requests only (see RRL.DebitRequest).
+//
+// all-bytes-per-second is all-per-second counted in bytes: a budget of
+// UDP response bytes per second to one client network, over every name
+// and category (see ResponseTuple.Size). nocookie-udp-size is BIND's
+// option of that name: a UDP response longer than it, to a request
+// without a valid server cookie, is not sent; Debit answers Slip with
+// RTTooLarge so that a truncated reply goes instead.
 type Config struct {
 	window           int64 // nanoseconds
 	ipv4PrefixLength int
@@ -58,6 +81,10 @@ type Config struct {
 	qpsScale         float64
 	maxTableSize     int
 	exempt           []netip.Prefix
+
+	prefixes        [2][MaxRequestPrefixes]RequestPrefix // by family: 0 IPv4, 1 IPv6
+	prefixCount     [2]int
+	noCookieUDPSize int // bytes; 0 is off
 
 	nowFunc  func() time.Time
 	observer func(Event)
@@ -70,6 +97,15 @@ type Config struct {
 const (
 	minRate = 0.01
 	maxRate = 1e6
+)
+
+// all-bytes-per-second is 0 (off) or from minBytesRate to maxBytesRate:
+// at least one response of unknown size (UnknownResponseSize) a second.
+// nocookie-udp-size is 0 (off) or at least minNoCookieUDPSize, BIND's floor.
+const (
+	minBytesRate       = UnknownResponseSize
+	maxBytesRate       = 1e9
+	minNoCookieUDPSize = 128
 )
 
 // maxTableSize bounds max-table-size so that bucket numbers fit in 32 bits
@@ -92,7 +128,9 @@ func NewConfig() *Config {
 var rateKeywords = func() map[string]LimitKind {
 	m := map[string]LimitKind{}
 	for k := range LimitKindLast {
-		m[k.String()] = k
+		if k.plainRate() {
+			m[k.String()] = k
+		}
 	}
 	return m
 }()
@@ -128,7 +166,7 @@ var keywordBits = func() map[string]uint32 {
 
 func (c *Config) setValue(keyword, value string) error {
 	if r, ok := rateKeywords[keyword]; ok {
-		f, err := parseRate(keyword, value)
+		f, err := parseRate(keyword, value, minRate, maxRate)
 		if err != nil {
 			return err
 		}
@@ -167,8 +205,8 @@ func (c *Config) setValue(keyword, value string) error {
 		}
 		c.maxTableSize = n
 	case "qps-scale":
-		f, err := parseRate(keyword, value)
-		if err != nil || (f > 0 && f < 1) {
+		f, err := parseRate(keyword, value, 1, maxRate)
+		if err != nil {
 			return fmt.Errorf("rrl: %s %q: want a plain decimal number (such as 5 or 0.5), 0 (off) or from 1 to %d", keyword, value, int(maxRate))
 		}
 		c.qpsScale = f
@@ -178,6 +216,25 @@ func (c *Config) setValue(keyword, value string) error {
 			return err
 		}
 		c.exempt = append(c.exempt, prefixes...)
+	case "ipv4-request-prefixes", "ipv6-request-prefixes":
+		fam := familyOf(keyword == "ipv6-request-prefixes")
+		list, n, err := parseRequestPrefixes(keyword, value, 32+96*fam)
+		if err != nil {
+			return err
+		}
+		c.prefixes[fam], c.prefixCount[fam] = list, n
+	case "all-bytes-per-second":
+		f, err := parseRate(keyword, value, minBytesRate, maxBytesRate)
+		if err != nil {
+			return err
+		}
+		c.rates[LimitAllBytes] = f
+	case "nocookie-udp-size":
+		n, err := parseInt(keyword, value, 0, 65535)
+		if err != nil || (n > 0 && n < minNoCookieUDPSize) {
+			return fmt.Errorf("rrl: %s %q: want a whole number (digits only), 0 (off) or from %d to 65535", keyword, value, minNoCookieUDPSize)
+		}
+		c.noCookieUDPSize = n
 	default:
 		return fmt.Errorf("rrl: unknown keyword %q (value %q); the keywords are %s", keyword, value, strings.Join(Keywords(), ", "))
 	}
@@ -189,7 +246,8 @@ func (c *Config) setValue(keyword, value string) error {
 func Keywords() []string {
 	return []string{"window", "ipv4-prefix-length", "ipv6-prefix-length",
 		"responses-per-second", "referrals-per-second", "nodata-per-second", "nxdomains-per-second", "errors-per-second",
-		"all-per-second", "requests-per-second", "proven-requests-per-second", "slip-ratio", "qps-scale", "max-table-size", "exempt-clients"}
+		"all-per-second", "requests-per-second", "proven-requests-per-second", "slip-ratio", "qps-scale", "max-table-size", "exempt-clients",
+		"ipv4-request-prefixes", "ipv6-request-prefixes", "all-bytes-per-second", "nocookie-udp-size"}
 }
 
 func parseInt(keyword, value string, min, max int) (int, error) {
@@ -200,11 +258,20 @@ func parseInt(keyword, value string, min, max int) (int, error) {
 	return n, nil
 }
 
-// parseRate reads a rate: a plain decimal number, 0 (off) or in range.
-func parseRate(keyword, value string) (float64, error) {
+// parseRate reads a rate: a plain decimal number, 0 (off) or from lo to hi.
+func parseRate(keyword, value string, lo, hi float64) (float64, error) {
+	f, err := readRate(value, lo, hi)
+	if err != nil {
+		return 0, fmt.Errorf("rrl: %s %q: want a plain decimal number (such as 5 or 0.5), 0 (off) or from %g to %d", keyword, value, lo, int(hi))
+	}
+	return f, nil
+}
+
+// readRate is parseRate without the keyword in its error.
+func readRate(value string, lo, hi float64) (float64, error) {
 	f, err := strconv.ParseFloat(value, 64)
-	if err != nil || !plainDecimal.MatchString(value) || (f > 0 && f < minRate) || f > maxRate {
-		return 0, fmt.Errorf("rrl: %s %q: want a plain decimal number (such as 5 or 0.5), 0 (off) or from %g to %d", keyword, value, minRate, int(maxRate))
+	if err != nil || !plainDecimal.MatchString(value) || (f > 0 && f < lo) || f > hi {
+		return 0, strconv.ErrRange
 	}
 	return f, nil
 }
@@ -297,18 +364,27 @@ func (c *Config) sanitized() Config {
 	if s.maxTableSize < 1 || s.maxTableSize > maxTableSize {
 		s.maxTableSize = d.maxTableSize
 	}
+	if s.noCookieUDPSize < minNoCookieUDPSize || s.noCookieUDPSize > 65535 {
+		s.noCookieUDPSize = 0
+	}
+	if f := s.rates[LimitAllBytes]; f < minBytesRate || f > maxBytesRate {
+		s.rates[LimitAllBytes] = 0
+	}
+	s.sanitizePrefixes()
 	return s
 }
 
 // IsActive reports whether the Config limits anything: whether some
-// allowance, the request limit or all-per-second is non-zero.
+// allowance, a request limit, all-per-second, all-bytes-per-second or
+// nocookie-udp-size is non-zero. nocookie-udp-size acts alone: a Config
+// that sets nothing else is active.
 func (c *Config) IsActive() bool {
 	for k := range LimitKindLast {
 		if c.rate(k) > 0 {
 			return true
 		}
 	}
-	return false
+	return c.noCookieUDPSize > 0
 }
 
 // rate returns the effective allowance r: the per-category ones fall back to
@@ -320,6 +396,9 @@ func (c *Config) rate(k LimitKind) float64 {
 	}
 	if k == LimitProvenRequests && !c.IsSet(k.String()) {
 		return c.rates[LimitRequests]
+	}
+	if k == LimitIPv4RequestPrefixes || k == LimitIPv6RequestPrefixes {
+		return c.slowestPrefix(familyOf(k == LimitIPv6RequestPrefixes))
 	}
 	return c.rates[k]
 }
@@ -353,6 +432,12 @@ func (c *Config) Value(keyword string) (string, error) {
 			s[i] = p.String()
 		}
 		return strings.Join(s, " "), nil
+	case "ipv4-request-prefixes", "ipv6-request-prefixes":
+		return formatRequestPrefixes(c.RequestPrefixes(keyword == "ipv6-request-prefixes")), nil
+	case "all-bytes-per-second":
+		return formatRate(c.rates[LimitAllBytes]), nil
+	case "nocookie-udp-size":
+		return strconv.Itoa(c.noCookieUDPSize), nil
 	}
 	return "", fmt.Errorf("rrl: unknown keyword %q; the keywords are %s", keyword, strings.Join(Keywords(), ", "))
 }
@@ -362,14 +447,14 @@ func formatRate(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // String returns the settings as keyword-value pairs ("window 15;
 // ipv4-prefix-length 24; ..."), with the values that Value returns, in the
-// order of the table in the Config documentation; exempt-clients only when
-// some are set. For a Config not made by NewConfig, these are the values
+// order of the table in the Config documentation; exempt-clients and the
+// request prefixes only when some are set. For a Config not made by NewConfig, these are the values
 // held, some of which NewRRL replaces by defaults.
 func (c *Config) String() string {
 	var b strings.Builder
 	for _, k := range Keywords() {
 		v, _ := c.Value(k)
-		if k == "exempt-clients" && v == "" {
+		if v == "" { // exempt-clients or request prefixes, none set
 			continue
 		}
 		if b.Len() > 0 {

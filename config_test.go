@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -89,7 +90,7 @@ func TestConfigDefaults(t *testing.T) {
 	c := NewConfig()
 	want := "window 15; ipv4-prefix-length 24; ipv6-prefix-length 56; responses-per-second 0; referrals-per-second 0; " +
 		"nodata-per-second 0; nxdomains-per-second 0; errors-per-second 0; all-per-second 0; requests-per-second 0; proven-requests-per-second 0; " +
-		"slip-ratio 2; qps-scale 0; max-table-size 100000"
+		"slip-ratio 2; qps-scale 0; max-table-size 100000; all-bytes-per-second 0; nocookie-udp-size 0"
 	if got := c.String(); got != want {
 		t.Errorf("defaults:\n got %s\nwant %s", got, want)
 	}
@@ -136,8 +137,8 @@ func TestExemptClientsAccumulate(t *testing.T) {
 	c := NewConfig()
 	c.SetValue("exempt-clients", "192.0.2.1")
 	c.SetValue("exempt-clients", "2001:db8::/32,198.51.100.0/24")
-	if got, want := c.String(), "exempt-clients 192.0.2.1/32 2001:db8::/32 198.51.100.0/24"; !strings.HasSuffix(got, want) {
-		t.Errorf("got %q, want it to end %q", got, want)
+	if got, want := c.String(), "; exempt-clients 192.0.2.1/32 2001:db8::/32 198.51.100.0/24;"; !strings.Contains(got, want) {
+		t.Errorf("got %q, want it to hold %q", got, want)
 	}
 }
 
@@ -155,7 +156,8 @@ func TestNewRRLCopiesConfig(t *testing.T) {
 }
 
 func TestKeywordsAreAccepted(t *testing.T) {
-	values := map[string]string{"exempt-clients": "192.0.2.1"}
+	values := map[string]string{"exempt-clients": "192.0.2.1", "ipv4-request-prefixes": "32:1", "ipv6-request-prefixes": "64:1",
+		"all-bytes-per-second": "512", "nocookie-udp-size": "512"}
 	for _, k := range Keywords() {
 		v, ok := values[k]
 		if !ok {
@@ -165,13 +167,19 @@ func TestKeywordsAreAccepted(t *testing.T) {
 			t.Errorf("Keywords lists %q, which SetValue refuses: %v", k, err)
 		}
 	}
-	if got, want := len(Keywords()), len(rateKeywords)+7; got != want {
+	if got, want := len(Keywords()), len(rateKeywords)+11; got != want {
 		t.Errorf("Keywords lists %d keywords, SetValue knows %d", got, want)
 	}
 }
 
 func TestLimitNamesAreKeywords(t *testing.T) {
 	for kind := range LimitKindLast {
+		if !kind.plainRate() {
+			if !slices.Contains(Keywords(), kind.String()) {
+				t.Errorf("kind %d is named %q, which is no keyword", kind, kind)
+			}
+			continue
+		}
 		if r, ok := rateKeywords[kind.String()]; !ok || r != kind {
 			t.Errorf("kind %d is named %q, the keyword of rate %d", kind, kind, r)
 		}
@@ -238,7 +246,8 @@ func TestStatsStringLabelsEveryNumber(t *testing.T) {
 	s.countN(AllowanceNoData, Slip, IPOk, RTRateLimit, 1)
 	want := "RPS Answer 0 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 0 Drop 0 Slip 1; " +
 		"IPReasons Ok 1 NotConfigured 0 NotReached 0 RateLimit 0 CacheFull 0 Exempt 0; " +
-		"RTReasons Ok 0 NotConfigured 0 NotReached 0 RateLimit 1 NotUDP 0 CacheFull 0 AllLimit 0; CacheLength 2; Evictions 9"
+		"RTReasons Ok 0 NotConfigured 0 NotReached 0 RateLimit 1 NotUDP 0 CacheFull 0 AllLimit 0 AllBytesLimit 0 TooLarge 0; CacheLength 2; Evictions 9; " +
+		"RequestPrefixDrops IPv4 [0 0 0 0] IPv6 [0 0 0 0]; AllBytesDrops 0; TooLarge 0"
 	if got := s.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

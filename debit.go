@@ -30,16 +30,31 @@ import (
 //  1. A client in exempt-clients: Send (IPExempt).
 //  2. requests-per-second, per client network, every transport (and
 //     proven-requests-per-second for responses that are not over UDP, once
-//     set): Drop when exceeded (IPRateLimit).
+//     set), and for UDP the request prefixes: Drop when exceeded
+//     (IPRateLimit).
 //  3. Responses that are not over UDP are not limited further: Send (RTNotUDP).
 //     The transport is UDP for *net.UDPAddr, and for other types when
 //     Network() begins with "udp" or is empty.
-//  4. all-per-second debits the network's all-responses account, and the
-//     tuple's allowance debits the tuple's account. If the network exceeded
-//     all-per-second: Drop (RTAllLimit). If the tuple's account is in debt:
-//     Slip for the first limited response and every slip-ratio-th one after
-//     it, Drop for the others, and always Drop for errors (RTRateLimit).
-//     Otherwise Send (RTOk, or RTNotConfigured if the allowance is 0).
+//  4. all-per-second debits the network's all-responses account,
+//     all-bytes-per-second its all-bytes account by the response's Size,
+//     and the tuple's allowance debits the tuple's account. If the network
+//     exceeded all-per-second: Drop (RTAllLimit); else if it exceeded
+//     all-bytes-per-second: Drop (RTAllBytesLimit). If the tuple's account
+//     is in debt: Slip for the first limited response and every
+//     slip-ratio-th one after it, Drop for the others, and always Drop for
+//     errors (RTRateLimit).
+//  5. A response to be sent that is longer than nocookie-udp-size: Slip
+//     (RTTooLarge). The integration sends a truncated reply in its place,
+//     with a server cookie when the client sent a cookie (never
+//     BADCOOKIE), so that the client's retry over TCP, or with the
+//     cookie, gets the whole answer. Otherwise Send (RTOk, or
+//     RTNotConfigured if the allowance is 0).
+//
+// Debit takes every UDP request for unproven: a server that knows of valid
+// server cookies uses DebitRequest and DebitResponse, and asks
+// DebitResponse only about responses to unproven sources, so that a proven
+// source is never asked to retry and never limited by the response
+// allowances, all-bytes-per-second or nocookie-udp-size.
 //
 // Odd input is accounted safely rather than refused: a src whose address
 // cannot be had (nil, a typed nil, an empty IP, unparsable text) counts as
@@ -88,13 +103,17 @@ func (r *RRL) debitAddr(src netip.Addr, udp bool, tuple *ResponseTuple, request 
 // validCookie says that the request carried a valid server cookie. Such a
 // request, and any request that is not over UDP, comes from a proven
 // source: it is charged to proven-requests-per-second when that is set
-// (see Config). Its response needs no DebitResponse, since a proven source
+// (see Config), and never to the request prefixes. An unproven request is
+// charged to its network's requests-per-second account and to the account
+// of each request prefix, and refused if any of them is out of credit; a
+// refused request is charged to none of them. Its response needs no DebitResponse, since a proven source
 // cannot be the victim of a reflection; the request limit still holds it,
 // because that limit is about load, not spoofing.
 //
 // The checks, in order: a client in exempt-clients is sent (IPExempt); the
 // request is counted for qps-scale; the network's request account is
-// debited, and Drop returned when it is in debt (IPRateLimit); otherwise
+// debited (and the request prefixes' accounts), and Drop returned when it
+// is in debt (IPRateLimit); otherwise
 // Send (IPOk, or IPNotConfigured when no request limit applies). A dropped
 // request counts in the statistics as a Drop with IPRateLimit and
 // RTNotReached, in no category. DebitRequest allocates nothing for a
@@ -144,12 +163,13 @@ func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTRea
 	} else {
 		now = r.injected.read()
 	}
-	act, rtr := r.chargeTuple(n, tupleOrError(tuple), now, IPNotConfigured, false, r.stats.pick())
+	act, rtr := r.chargeTuple(n, tupleOrError(tuple), now, IPNotConfigured, RTOk, false, r.stats.pick())
 	return act, IPNotConfigured, rtr
 }
 
 // debitChecked is DebitAddr for an RRL with any of exempt-clients, a
-// request limit, all-per-second or qps-scale set, or for a response that is
+// request limit, all-per-second, qps-scale or a protection of prefixes.go
+// set, or for a response that is
 // not over UDP: it applies the checks in the order Debit documents. With
 // request false the caller has charged the request (DebitRequest), so the
 // request limit and the qps-scale count are left out.
@@ -173,16 +193,23 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	if !udp {
 		return countAlone(s, t, Send, ipr, RTNotUDP)
 	}
-	allLimited := r.limits[LimitAll].on() && r.chargeNetwork(n, LimitAll, now, s)
-	if allLimited && !r.limits[t.AllowanceCategory].on() {
-		return countAlone(s, t, Drop, ipr, RTAllLimit)
+	over := RTOk // whether the network is over all-per-second or all-bytes-per-second
+	if r.limits[LimitAll].on() && r.chargeNetwork(n, LimitAll, now, s) {
+		over = RTAllLimit
 	}
-	act, rtr := r.chargeTuple(n, t, now, ipr, allLimited, s)
+	p := r.scaledProtection()
+	if p.nsPerByte > 0 && r.chargeBytes(n, p, t.Size, now, s) && over == RTOk {
+		over = RTAllBytesLimit
+	}
+	if over != RTOk && !r.limits[t.AllowanceCategory].on() {
+		return countAlone(s, t, Drop, ipr, over)
+	}
+	act, rtr := r.chargeTuple(n, t, now, ipr, over, p.tooLarge(t.Size), s)
 	return act, ipr, rtr
 }
 
 // admit applies to a request, in order, exempt-clients, the qps-scale
-// count and the request limit, and returns its IPReason: IPExempt,
+// count and the request limits, and returns its IPReason: IPExempt,
 // IPRateLimit (refuse it), IPOk or IPNotConfigured.
 func (r *RRL) admit(src netip.Addr, n network, proven bool, now int64, s *stripe) IPReason {
 	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
@@ -191,7 +218,7 @@ func (r *RRL) admit(src netip.Addr, n network, proven bool, now int64, s *stripe
 	if r.qps != nil {
 		r.qps.observe(r.stats, s, now)
 	}
-	return r.chargeRequest(n, proven, now, s)
+	return r.chargeRequest(src, n, proven, now, s)
 }
 
 // requestKind is the kind of the account that a request from a proven or
@@ -204,9 +231,13 @@ func (r *RRL) requestKind(proven bool) LimitKind {
 }
 
 // chargeRequest debits a request to its network's request account, if a
-// request limit applies to it, and returns IPRateLimit when that account
-// is in debt, IPOk when it is not, and IPNotConfigured when no limit applies.
-func (r *RRL) chargeRequest(n network, proven bool, now int64, s *stripe) IPReason {
+// request limit applies to it, and an unproven one to its request
+// prefixes (chargeUnproven), and returns IPRateLimit when an account is
+// in debt, IPOk when none is, and IPNotConfigured when no limit applies.
+func (r *RRL) chargeRequest(src netip.Addr, n network, proven bool, now int64, s *stripe) IPReason {
+	if !proven && r.prot.levels[0].n+r.prot.levels[1].n > 0 {
+		return r.chargeUnproven(src, n, now, s)
+	}
 	kind := r.requestKind(proven)
 	if !r.limits[kind].on() {
 		return IPNotConfigured
@@ -230,25 +261,39 @@ func (r *RRL) requestReason(proven bool) IPReason {
 // (LimitRequests, LimitProvenRequests or LimitAll) and reports whether it
 // is in debt.
 func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) bool {
-	key := r.hash.account(n, kind, 0, 0, "")
-	d := r.debitAccount(key, kind, now, r.limit(kind), s)
+	return r.chargeKey(&n, n.bits, r.hash.account(n, kind, 0, 0, ""), kind, r.limit(kind), now, s)
+}
+
+// chargeKey debits the per-network account (or a request prefix's) whose
+// key is key by l, tells the observer and the record of limited accounts
+// if that began or ended an episode, and reports whether the account is in
+// debt. The account's network is n masked to bits, for the event: a
+// request prefix passes the whole address and the prefix's length, so that
+// the mask is made only for an event.
+func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
+	d := r.debitAccount(key, kind, now, l, s)
 	if r.record != nil && (d.edge || d.inDebt) {
-		r.noteLimited(n, nil, key, kind, d, now)
+		r.noteLimited(n.masked(bits), nil, key, kind, d, now)
 	}
 	if d.edge && r.observer != nil {
-		r.reportEdge(n, nil, key, kind, d.inDebt)
+		r.reportEdge(n.masked(bits), nil, key, kind, d.inDebt)
 	}
 	return d.inDebt
 }
 
 // chargeTuple debits the response tuple's account, decides the action, and
-// counts the outcome. allLimited says that the network has exceeded
-// all-per-second.
-func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, allLimited bool, s *stripe) (Action, RTReason) {
+// counts the outcome. over is RTAllLimit or RTAllBytesLimit when the
+// network has exceeded all-per-second or all-bytes-per-second, else RTOk;
+// tooLarge says that the response is longer than nocookie-udp-size.
+func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, over RTReason, tooLarge bool, s *stripe) (Action, RTReason) {
 	kind := LimitKind(t.AllowanceCategory)
 	l := r.limit(kind)
 	if !l.on() {
-		act, _, rtr := countAlone(s, t, Send, ipr, RTNotConfigured)
+		act, rtr := Send, RTNotConfigured
+		if tooLarge {
+			act, rtr = Slip, RTTooLarge
+		}
+		act, _, rtr = countAlone(s, t, act, ipr, rtr)
 		return act, rtr
 	}
 	class, qtype, name := tupleKey(t)
@@ -258,10 +303,13 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, 
 	if d.inDebt {
 		act, rtr = d.act, RTRateLimit
 	}
-	if allLimited { // after the slip count advanced, as in BIND
-		act, rtr = Drop, RTAllLimit
+	if over != RTOk { // after the slip count advanced, as in BIND
+		act, rtr = Drop, over
 	}
-	s.count(t.AllowanceCategory, act, ipr, rtr)
+	if act == Send && tooLarge {
+		act, rtr = Slip, RTTooLarge
+	}
+	countAlone(s, t, act, ipr, rtr)
 	if r.record != nil && (d.edge || d.inDebt) {
 		r.noteLimited(n, t, key, kind, d, now)
 	}
@@ -372,10 +420,15 @@ func tupleOrError(t *ResponseTuple) *ResponseTuple {
 	return t
 }
 
-// countAlone counts the outcome of a Debit that touches no account, and
-// returns it.
+// countAlone counts the outcome of a Debit, and returns it.
 func countAlone(s *stripe, t *ResponseTuple, act Action, ipr IPReason, rtr RTReason) (Action, IPReason, RTReason) {
 	s.count(t.AllowanceCategory, act, ipr, rtr)
+	switch rtr {
+	case RTAllBytesLimit:
+		s.prot.allBytesDrops.Add(1)
+	case RTTooLarge:
+		s.prot.tooLarge.Add(1)
+	}
 	return act, ipr, rtr
 }
 

@@ -79,6 +79,16 @@
 // requests per second. Only responses over UDP are response-limited: over
 // TCP a client's address is proven.
 //
+// Three keywords go beyond BIND (see prefixes.go). ipv4-request-prefixes
+// and ipv6-request-prefixes give each unproven request an account per
+// configured prefix length beside its network's, and refuse it when any
+// is out of credit, refunding the others: a flood spread over many
+// networks is held by a wider prefix, one heavy host by its own address.
+// all-bytes-per-second is all-per-second counted in bytes
+// (ResponseTuple.Size). nocookie-udp-size, BIND's option, makes Debit
+// answer Slip with RTTooLarge for a UDP response longer than it, so that a
+// truncated reply goes to a source not proven by a server cookie.
+//
 // # Time
 //
 // By default Debit reads a process-wide clock that a goroutine advances

@@ -26,8 +26,9 @@ type Event struct {
 	Account uint64
 
 	// Limit names the allowance: one of the per-category keywords
-	// ("responses-per-second", ...), "all-per-second", "requests-per-second"
-	// or "proven-requests-per-second".
+	// ("responses-per-second", ...), "all-per-second", "requests-per-second",
+	// "proven-requests-per-second", "ipv4-request-prefixes",
+	// "ipv6-request-prefixes" or "all-bytes-per-second".
 	Limit string
 
 	// LimitKind is the allowance that Limit names, for callers that
@@ -36,8 +37,9 @@ type Event struct {
 	LimitKind LimitKind
 
 	// Network is the client network (the source masked to the prefix
-	// length). It is zero for Evicted and in the stops that
-	// EndQuietEpisodes reports.
+	// length); for a request prefix, the source masked to that pair's
+	// length, such as 10.1.0.0/18, which says which pair tripped. It is
+	// zero for Evicted and in the stops that EndQuietEpisodes reports.
 	Network netip.Prefix
 
 	// Tuple is the response that triggered the event, as passed to Debit

@@ -21,6 +21,12 @@ func FuzzSetValue(f *testing.F) {
 	f.Add("responses-per-second", "NaN")
 	f.Add("exempt-clients", "192.0.2.0/24, 2001:db8::/33")
 	f.Add("window", "3600")
+	f.Add("ipv4-request-prefixes", "32:5 20:400,18:1200")
+	f.Add("ipv6-request-prefixes", "128:5 64:50 56:0.5 48:800")
+	f.Add("ipv6-request-prefixes", "")
+	f.Add("ipv4-request-prefixes", "24:1 24:2")
+	f.Add("all-bytes-per-second", "512")
+	f.Add("nocookie-udp-size", "65535")
 	f.Fuzz(func(t *testing.T, keyword, value string) {
 		c := NewConfig()
 		before := c.String()
@@ -57,7 +63,9 @@ func FuzzSetValue(f *testing.F) {
 // FuzzDebit drives Debit, DebitRequest and DebitResponse with arbitrary
 // sources, transports and tuples on a small table with every limit on; they
 // must never panic, must return a valid verdict, and must never slip an
-// error; DebitResponse never applies the request limit.
+// error nor send a UDP response longer than nocookie-udp-size to a client
+// that is not exempt; DebitResponse never applies the request limit. The
+// tuple's Size is its class, so that sizes range over 0 to 65535.
 func FuzzDebit(f *testing.F) {
 	f.Add([]byte{192, 0, 2, 1}, true, uint16(1), uint16(1), uint8(0), "www.example.")
 	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, false, uint16(3), uint16(28), uint8(3), "EXAMPLE")
@@ -68,6 +76,8 @@ func FuzzDebit(f *testing.F) {
 		"responses-per-second": "3", "errors-per-second": "1", "all-per-second": "20", "requests-per-second": "30",
 		"proven-requests-per-second": "10",
 		"qps-scale":                  "50", "max-table-size": "64", "slip-ratio": "1", "exempt-clients": "198.51.100.0/24",
+		"ipv4-request-prefixes": "32:5 24:20 16:25", "ipv6-request-prefixes": "128:5 64:20 48:25 32:30",
+		"all-bytes-per-second": "5000", "nocookie-udp-size": "512",
 	} {
 		if err := c.SetValue(k, v); err != nil {
 			f.Fatal(err)
@@ -79,7 +89,7 @@ func FuzzDebit(f *testing.F) {
 	// for a *net.UDPAddr, reading the network from the IP's bytes.
 	plain := newTestRRL(f, newTestClock(), "responses-per-second", "3", "max-table-size", "64")
 	f.Fuzz(func(t *testing.T, ip []byte, isUDP bool, class, qtype uint16, cat uint8, name string) {
-		tuple := &ResponseTuple{Class: class, Type: qtype, AllowanceCategory: AllowanceCategory(cat), SalientName: name}
+		tuple := &ResponseTuple{Class: class, Type: qtype, AllowanceCategory: AllowanceCategory(cat), SalientName: name, Size: int(class)}
 		addr, _ := netip.AddrFromSlice(ip)
 		if got, want := plain.networkOfIP(ip), plain.networkOf(addr); got != want {
 			t.Fatalf("IP % x: network %s from its bytes, %s through netip", ip, got.prefix(), want.prefix())
@@ -96,8 +106,11 @@ func FuzzDebit(f *testing.F) {
 			if act < 0 || act >= ActionLast || ipr < 0 || ipr >= IPLast || rtr < 0 || rtr >= RTLast {
 				t.Fatalf("verdict out of range: %d %d %d", act, ipr, rtr)
 			}
-			if act == Slip && (cat >= uint8(AllowanceError)) {
+			if act == Slip && (cat >= uint8(AllowanceError)) && rtr != RTTooLarge {
 				t.Fatalf("an error response slipped")
+			}
+			if act == Send && (isUDP || !addr.IsValid()) && tuple.Size > 512 && ipr != IPExempt {
+				t.Fatalf("a UDP response of %d bytes was sent (%v %v)", tuple.Size, ipr, rtr)
 			}
 			// Over TCP only the request limit applies, unless the address
 			// is unusable: then the source is taken as UDP, to be limited.
@@ -114,8 +127,18 @@ func FuzzDebit(f *testing.F) {
 		if act, ipr, rtr := r.DebitResponseAddr(addr, isUDP, tuple); act >= ActionLast || ipr == IPRateLimit || rtr >= RTLast {
 			t.Fatalf("response verdict: %d %d %d", act, ipr, rtr)
 		}
-		if n := r.GetStats(false).CacheLength; n > 64 {
+		st := r.GetStats(false)
+		if n := st.CacheLength; n > 64 {
 			t.Fatalf("table holds %d accounts", n)
+		}
+		var prefixDrops int64
+		for _, f := range st.RequestPrefixDrops {
+			for _, n := range f {
+				prefixDrops += n
+			}
+		}
+		if prefixDrops > st.IPReasons[IPRateLimit] || st.TooLarge != st.RTReasons[RTTooLarge] || st.AllBytesDrops != st.RTReasons[RTAllBytesLimit] {
+			t.Fatalf("protection counts disagree: %v", st)
 		}
 	})
 }

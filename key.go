@@ -104,8 +104,8 @@ func mum(a, b uint64) uint64 {
 	return hi ^ lo
 }
 
-// account hashes an account's identity into its key: the client network,
-// the kind of account, class, type and name, the name folded to lower case
+// account hashes an account's identity into its key: the client network
+// and its prefix length, the kind of account, class, type and name, the name folded to lower case
 // (ASCII) and without its trailing dot, so that "Example.COM." and
 // "example.com" match. The name is read eight bytes at a time; the last
 // word of a name whose length is not a multiple of eight overlaps the one
@@ -118,7 +118,7 @@ func (k *hashKey) account(n network, kind LimitKind, class, qtype uint16, name s
 	if n.v4 {
 		family = 4
 	}
-	meta := uint64(kind)<<56 | family<<48 | uint64(class)<<32 | uint64(qtype)<<16
+	meta := uint64(kind)<<56 | family<<48 | uint64(class)<<32 | uint64(qtype)<<16 | uint64(n.bits)
 	net := mum(n.hi^k[0], n.lo^k[1])
 	head := mum(meta^k[2], uint64(len(name))^k[3])
 	for len(name) > 16 {
@@ -138,6 +138,15 @@ func (k *hashKey) account(n network, kind LimitKind, class, qtype uint16, name s
 	}
 	tail := mum(foldWord(a)^k[0], foldWord(b)^k[3])
 	return mum(net^tail^k[2], head^k[1])
+}
+
+// prefix hashes the key of a request prefix's account: the network, its
+// prefix length (so that the accounts of 10.0.0.0/8 and 10.0.0.0/16 differ)
+// and the kind. It is account for a key without class, type and name, in
+// two multiplications rather than four.
+func (k *hashKey) prefix(n network, kind LimitKind) uint64 {
+	meta := uint64(kind)<<56 | uint64(n.bits)
+	return mum(mum(n.hi^k[0], n.lo^k[1])^k[2], meta^k[3])
 }
 
 // foldWord lower-cases the ASCII capitals among the eight bytes of w.

@@ -133,3 +133,31 @@ func TestNetworks(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefixKeysHoldTheLength: the accounts of one address masked to two
+// lengths that leave it unchanged (10.0.0.0/8 and 10.0.0.0/16) have keys
+// of their own, in both hashes.
+func TestPrefixKeysHoldTheLength(t *testing.T) {
+	r := newTestRRL(t, nil)
+	whole := wholeNetwork(netip.MustParseAddr("10.0.0.0"))
+	a, b := whole.masked(8), whole.masked(16)
+	if a.lo != b.lo || a.bits == b.bits {
+		t.Fatalf("masks %s %s", a.prefix(), b.prefix())
+	}
+	if r.hash.prefix(a, LimitIPv4RequestPrefixes) == r.hash.prefix(b, LimitIPv4RequestPrefixes) {
+		t.Error("prefix keys of /8 and /16 collide")
+	}
+	if r.hash.account(a, LimitRequests, 0, 0, "") == r.hash.account(b, LimitRequests, 0, 0, "") {
+		t.Error("account keys of /8 and /16 collide")
+	}
+	v6 := wholeNetwork(netip.MustParseAddr("2001:db8::1"))
+	if got := v6.masked(48).prefix(); got != netip.MustParsePrefix("2001:db8::/48") {
+		t.Errorf("2001:db8::1 masked to 48: %s", got)
+	}
+	if got := wholeNetwork(netip.MustParseAddr("::ffff:192.0.2.9")).masked(24).prefix(); got != netip.MustParsePrefix("192.0.2.0/24") {
+		t.Errorf("IPv4-mapped masked to 24: %s", got)
+	}
+	if got := wholeNetwork(netip.Addr{}).prefix(); got != netip.MustParsePrefix("0.0.0.0/32") {
+		t.Errorf("the zero Addr: %s", got)
+	}
+}

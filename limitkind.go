@@ -1,32 +1,39 @@
 package rrl
 
 // LimitKind names an allowance, and so the kind of account it limits: one
-// per AllowanceCategory, with the same values, then the three limits kept
-// per client network. Its String is the allowance's keyword.
+// per AllowanceCategory, with the same values, then the limits kept per
+// client network. Its String is the allowance's keyword. Kinds fit in four
+// bits, which is what the table keeps of an account's kind.
 type LimitKind uint8
 
 const (
-	LimitResponses      LimitKind = iota // responses-per-second (AllowanceAnswer)
-	LimitReferrals                       // referrals-per-second (AllowanceReferral)
-	LimitNoData                          // nodata-per-second (AllowanceNoData)
-	LimitNXDomains                       // nxdomains-per-second (AllowanceNXDomain)
-	LimitErrors                          // errors-per-second (AllowanceError)
-	LimitRequests                        // requests-per-second, per client network
-	LimitAll                             // all-per-second, per client network
-	LimitProvenRequests                  // proven-requests-per-second, per client network
-	LimitKindLast                        // number of kinds; not a kind
+	LimitResponses           LimitKind = iota // responses-per-second (AllowanceAnswer)
+	LimitReferrals                            // referrals-per-second (AllowanceReferral)
+	LimitNoData                               // nodata-per-second (AllowanceNoData)
+	LimitNXDomains                            // nxdomains-per-second (AllowanceNXDomain)
+	LimitErrors                               // errors-per-second (AllowanceError)
+	LimitRequests                             // requests-per-second, per client network
+	LimitAll                                  // all-per-second, per client network
+	LimitProvenRequests                       // proven-requests-per-second, per client network
+	LimitIPv4RequestPrefixes                  // ipv4-request-prefixes, one account per prefix length and prefix
+	LimitIPv6RequestPrefixes                  // ipv6-request-prefixes, one account per prefix length and prefix
+	LimitAllBytes                             // all-bytes-per-second, per client network
+	LimitKindLast                             // number of kinds; not a kind
 )
 
 var limitKeywords = [...]string{
-	LimitResponses:      "responses-per-second",
-	LimitReferrals:      "referrals-per-second",
-	LimitNoData:         "nodata-per-second",
-	LimitNXDomains:      "nxdomains-per-second",
-	LimitErrors:         "errors-per-second",
-	LimitRequests:       "requests-per-second",
-	LimitAll:            "all-per-second",
-	LimitProvenRequests: "proven-requests-per-second",
-	LimitKindLast:       "LimitKindLast",
+	LimitResponses:           "responses-per-second",
+	LimitReferrals:           "referrals-per-second",
+	LimitNoData:              "nodata-per-second",
+	LimitNXDomains:           "nxdomains-per-second",
+	LimitErrors:              "errors-per-second",
+	LimitRequests:            "requests-per-second",
+	LimitAll:                 "all-per-second",
+	LimitProvenRequests:      "proven-requests-per-second",
+	LimitIPv4RequestPrefixes: "ipv4-request-prefixes",
+	LimitIPv6RequestPrefixes: "ipv6-request-prefixes",
+	LimitAllBytes:            "all-bytes-per-second",
+	LimitKindLast:            "LimitKindLast",
 }
 
 // String returns the keyword of the allowance, such as
@@ -36,4 +43,16 @@ func (k LimitKind) String() string { return enumName(limitKeywords[:], int(k), "
 // request reports whether k limits requests rather than responses: such
 // an account is charged when a request arrives, is never scaled by
 // qps-scale, and sinks into no debt (a refused request is not charged).
-func (k LimitKind) request() bool { return k == LimitRequests || k == LimitProvenRequests }
+func (k LimitKind) request() bool {
+	return k == LimitRequests || k == LimitProvenRequests || k == LimitIPv4RequestPrefixes || k == LimitIPv6RequestPrefixes
+}
+
+// plainRate reports whether k's keyword takes one rate in the grammar and
+// range of responses-per-second (the request prefixes take a list, and
+// all-bytes-per-second counts bytes).
+func (k LimitKind) plainRate() bool {
+	return k < LimitIPv4RequestPrefixes
+}
+
+// The table keeps four bits of an account's kind.
+var _ [16 - LimitKindLast]struct{}

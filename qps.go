@@ -8,8 +8,10 @@ import (
 
 // qpsScaler implements qps-scale: when the server as a whole answers more
 // than target requests per second, every response allowance (and
-// all-per-second, and slip-ratio above 2) shrinks by target/qps, so that
-// limiting tightens as the load grows. Every request charged (by Debit or
+// all-per-second, all-bytes-per-second, the request prefixes, and
+// slip-ratio above 2) shrinks by target/qps, so that limiting tightens as
+// the load grows. requests-per-second and proven-requests-per-second are
+// not scaled, as in BIND, which has no request limit. Every request charged (by Debit or
 // DebitRequest) that is not exempt counts, TCP and valid cookies included,
 // as in BIND, where each query is counted once. The rate is measured over
 // each whole second (BIND measures over the window): the stripes of the
@@ -23,6 +25,7 @@ type qpsScaler struct {
 	// current factor: worked out once a second, not on every Debit.
 	base     [LimitKindLast]limit
 	baseSlip int
+	prot     protection // as configured (see RRL.initProtection)
 	window   int64
 	scaled   atomic.Pointer[scaledLimits]
 }
@@ -33,6 +36,7 @@ type scaledLimits struct {
 	limits    [LimitKindLast]limit
 	slipRatio int
 	factor    float64
+	prot      protection
 }
 
 func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, window int64) *qpsScaler {
@@ -43,10 +47,11 @@ func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, wind
 }
 
 // setFactor makes f the scale factor, and scales the allowances by it: the
-// response allowances and all-per-second (not the request limits), and
+// response allowances, all-per-second, all-bytes-per-second and the
+// request prefixes (not the network's request limits), and
 // slip-ratio when it is above 2, never below 2, as BIND does.
 func (q *qpsScaler) setFactor(f float64) {
-	s := &scaledLimits{limits: q.base, slipRatio: q.baseSlip, factor: f}
+	s := &scaledLimits{limits: q.base, slipRatio: q.baseSlip, factor: f, prot: scaleProtection(q.prot, f)}
 	for k, l := range q.base {
 		if !LimitKind(k).request() && l.on() {
 			s.limits[k] = limitOf(scale(l.interval, f), q.window)

@@ -16,6 +16,7 @@ type RRL struct {
 	limits   [LimitKindLast]limit // interval 0 is off
 	qps      *qpsScaler           // nil unless qps-scale is set
 	observer func(Event)          // nil unless Config.SetObserver
+	prot     protection           // request prefixes, all-bytes-per-second, nocookie-udp-size
 
 	// checked is set when exempt-clients, requests-per-second,
 	// proven-requests-per-second, all-per-second or qps-scale is: a UDP
@@ -67,7 +68,7 @@ func NewRRL(cfg *Config) *RRL {
 		r.qps = newQPSScaler(r.cfg.qpsScale, r.limits, r.cfg.slipRatio, r.cfg.window)
 	}
 	r.provenApart = r.cfg.IsSet(LimitProvenRequests.String())
-	r.checked = len(r.cfg.exempt) > 0 || r.limits[LimitRequests].on() || r.limits[LimitProvenRequests].on() ||
+	r.checked = r.initProtection() || len(r.cfg.exempt) > 0 || r.limits[LimitRequests].on() || r.limits[LimitProvenRequests].on() ||
 		r.limits[LimitAll].on() || r.qps != nil
 	return r
 }

@@ -3,6 +3,7 @@ package rrl
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 )
 
 // Stats counts the outcomes of Debit, DebitResponse and DebitRequest, one
@@ -22,6 +23,17 @@ type Stats struct {
 
 	CacheLength int   // accounts held now
 	Evictions   int64 // accounts recycled because their bucket of the table was full, since the last zeroing
+
+	// RequestPrefixDrops counts the requests refused by each request
+	// prefix, by family (0 IPv4, 1 IPv6) and the pair's place in
+	// ipv4-request-prefixes or ipv6-request-prefixes. They are among the
+	// drops with IPRateLimit.
+	RequestPrefixDrops [2][MaxRequestPrefixes]int64
+	// AllBytesDrops counts the responses dropped for all-bytes-per-second
+	// (RTAllBytesLimit), TooLarge those longer than nocookie-udp-size that
+	// went as truncated replies (RTTooLarge).
+	AllBytesDrops int64
+	TooLarge      int64
 }
 
 // Copy returns a copy of s and, if zeroAfter is true, zeroes s.
@@ -50,6 +62,32 @@ func (s *Stats) Add(from *Stats) {
 	}
 	s.CacheLength += from.CacheLength
 	s.Evictions += from.Evictions
+	for f := range s.RequestPrefixDrops {
+		for i, v := range from.RequestPrefixDrops[f] {
+			s.RequestPrefixDrops[f][i] += v
+		}
+	}
+	s.AllBytesDrops += from.AllBytesDrops
+	s.TooLarge += from.TooLarge
+}
+
+// protectCounts is a stripe's share of the counters of the protections
+// beyond BIND (prefixes.go).
+type protectCounts struct {
+	prefixDrops   [2][MaxRequestPrefixes]atomic.Int64
+	allBytesDrops atomic.Int64
+	tooLarge      atomic.Int64
+}
+
+// addTo adds the counters to sum, reading each with read.
+func (p *protectCounts) addTo(sum *Stats, read func(*atomic.Int64) int64) {
+	for f := range p.prefixDrops {
+		for i := range p.prefixDrops[f] {
+			sum.RequestPrefixDrops[f][i] += read(&p.prefixDrops[f][i])
+		}
+	}
+	sum.AllBytesDrops += read(&p.allBytesDrops)
+	sum.TooLarge += read(&p.tooLarge)
 }
 
 // countN records n Debit outcomes alike; a category out of range counts
@@ -66,7 +104,7 @@ func (s *Stats) countN(cat AllowanceCategory, act Action, ipr IPReason, rtr RTRe
 // String returns the counters on one line, each with its label (the
 // identifier without its type's prefix), in the order of the fields:
 //
-//	RPS Answer 3 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 2 Drop 1 Slip 1; IPReasons Ok 0 NotConfigured 4 ...; RTReasons Ok 2 ...; CacheLength 2; Evictions 0
+//	RPS Answer 3 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 2 Drop 1 Slip 1; IPReasons Ok 0 NotConfigured 4 ...; RTReasons Ok 2 ...; CacheLength 2; Evictions 0; RequestPrefixDrops IPv4 [0 3 0 0] IPv6 [0 0 0 0]; AllBytesDrops 0; TooLarge 0
 func (s Stats) String() string {
 	var b strings.Builder
 	group := func(label string, counts []int64, name func(int) string, prefix string) {
@@ -80,6 +118,7 @@ func (s Stats) String() string {
 	group("Actions", s.Actions[:], func(i int) string { return Action(i).String() }, "")
 	group("IPReasons", s.IPReasons[:], func(i int) string { return IPReason(i).String() }, "IP")
 	group("RTReasons", s.RTReasons[:], func(i int) string { return RTReason(i).String() }, "RT")
-	fmt.Fprintf(&b, "CacheLength %d; Evictions %d", s.CacheLength, s.Evictions)
+	fmt.Fprintf(&b, "CacheLength %d; Evictions %d; RequestPrefixDrops IPv4 %v IPv6 %v; AllBytesDrops %d; TooLarge %d",
+		s.CacheLength, s.Evictions, s.RequestPrefixDrops[0], s.RequestPrefixDrops[1], s.AllBytesDrops, s.TooLarge)
 	return b.String()
 }

@@ -30,8 +30,9 @@ type stripe struct {
 	evictions atomic.Int64
 	held      atomic.Int64 // accounts added to empty places
 	qps       atomic.Int64 // requests counted for qps-scale
+	prot      protectCounts
 
-	_ [32]byte // a whole number of cache lines, so that stripes share none
+	_ [64]byte // a whole number of cache lines, so that stripes share none
 }
 
 // outcome is what a Debit decides, with its reasons.
@@ -106,6 +107,7 @@ func (s *stripe) addTo(sum *Stats, zero bool) {
 		sum.RTReasons[i] += read(&s.rtReasons[i])
 	}
 	sum.Evictions += read(&s.evictions)
+	s.prot.addTo(sum, read)
 	sum.CacheLength += int(s.held.Load())
 }
 

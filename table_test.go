@@ -256,8 +256,8 @@ func TestLimitKindMatchesCategories(t *testing.T) {
 			t.Errorf("%v: %v", c, LimitKind(c))
 		}
 	}
-	if LimitKindLast > 8 {
-		t.Errorf("%d kinds do not fit in an ident's 3 bits", LimitKindLast)
+	if LimitKindLast > 16 {
+		t.Errorf("%d kinds do not fit in an ident's 4 bits", LimitKindLast)
 	}
 }
 

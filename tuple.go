@@ -60,9 +60,14 @@ func NewAllowanceCategory(rCode, answerCount, nsCount int) AllowanceCategory {
 //
 // Names compare case-insensitively (ASCII) and with or without the trailing
 // dot. Escaped presentation forms such as "\065" are not decoded.
+//
+// Size is the response's length in bytes as it would go on the wire, 0
+// when unknown. all-bytes-per-second charges it (UnknownResponseSize when
+// 0) and nocookie-udp-size compares it; the account keys ignore it.
 type ResponseTuple struct {
 	Class uint16
 	Type  uint16
 	AllowanceCategory
 	SalientName string
+	Size        int
 }
