@@ -104,6 +104,13 @@ var coreKeywords = func() map[string]bool {
 	return m
 }()
 
+// listKeywords are the core keywords whose value is a list of
+// LENGTH:ALLOWANCE pairs, which the block may give as several arguments.
+var listKeywords = map[string]bool{
+	"ipv4-request-prefixes": true,
+	"ipv6-request-prefixes": true,
+}
+
 // parse reads the rrl directive of one server block into a handler that has
 // its own table: blocks never share accounts, even on one listener.
 func parse(c *caddy.Controller) (*RRL, error) {
@@ -203,6 +210,16 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 	case kw == "exempt-clients":
 		if len(args) == 0 {
 			return c.Errf("%s needs at least one address or CIDR prefix", kw)
+		}
+		if err := cfg.SetValue(kw, strings.Join(args, " ")); err != nil {
+			return c.Err(coreMessage(err))
+		}
+	case listKeywords[kw]:
+		// "ipv4-request-prefixes 32:5 20:400 18:1200": the pairs may come
+		// as several arguments (or in one, with commas); the core reads
+		// them joined and names the pair it refuses.
+		if len(args) == 0 {
+			return c.Errf("%s needs at least one LENGTH:ALLOWANCE pair", kw)
 		}
 		if err := cfg.SetValue(kw, strings.Join(args, " ")); err != nil {
 			return c.Err(coreMessage(err))
