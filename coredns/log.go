@@ -177,10 +177,13 @@ var limitNouns = map[core.LimitKind]string{
 	core.LimitNXDomains: "NXDOMAIN responses",
 	core.LimitErrors:    "error responses",
 	core.LimitAll:       "all responses",
+	core.LimitAllBytes:  "response bytes",
 }
 
 // describe renders an event as one log line, such as
 // "limit NXDOMAIN responses to 192.0.2.0/24 for example.org. (nxdomains-per-second)".
+// For a request prefix the network is the prefix that tripped, at the
+// length of its pair: "limit requests from 10.1.0.0/18 (ipv4-request-prefixes)".
 func describe(ev core.Event, reportOnly bool) string {
 	var b strings.Builder
 	if reportOnly {
@@ -191,7 +194,7 @@ func describe(ev core.Event, reportOnly bool) string {
 	} else {
 		b.WriteString("limit ")
 	}
-	if ev.LimitKind == core.LimitRequests || ev.LimitKind == core.LimitProvenRequests {
+	if requestKind(ev.LimitKind) {
 		b.WriteString("requests from ")
 	} else {
 		noun, ok := limitNouns[ev.LimitKind]
@@ -224,11 +227,22 @@ func describe(ev core.Event, reportOnly bool) string {
 }
 
 // tupleNamed reports whether the event's account is per name; the per
-// network limits (all-per-second, the request limits) and errors are not.
+// network limits (all-per-second, all-bytes-per-second, the request
+// limits) and errors are not.
 func tupleNamed(ev core.Event) bool {
-	switch ev.LimitKind {
-	case core.LimitAll, core.LimitRequests, core.LimitProvenRequests, core.LimitErrors:
+	switch {
+	case ev.LimitKind == core.LimitAll, ev.LimitKind == core.LimitAllBytes, ev.LimitKind == core.LimitErrors, requestKind(ev.LimitKind):
 		return false
 	}
 	return ev.Tuple.AllowanceCategory != core.AllowanceError
+}
+
+// requestKind reports whether k limits requests: requests-per-second,
+// proven-requests-per-second and the request prefixes.
+func requestKind(k core.LimitKind) bool {
+	switch k {
+	case core.LimitRequests, core.LimitProvenRequests, core.LimitIPv4RequestPrefixes, core.LimitIPv6RequestPrefixes:
+		return true
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -26,8 +27,22 @@ var (
 		Namespace: plugin.Namespace,
 		Subsystem: pluginName,
 		Name:      "responses_exceeded_total",
-		Help:      "Responses over their allowance or all-per-second, which were dropped or slipped (or would have been, in report-only mode).",
+		Help:      "Responses over their allowance, all-per-second or all-bytes-per-second, which were dropped or slipped (or would have been, in report-only mode).",
 	}, []string{"server", "zone", "category"})
+
+	allBytesExceeded = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: pluginName,
+		Name:      "all_bytes_exceeded_total",
+		Help:      "UDP responses dropped because the client network was over all-bytes-per-second (or that would have been, in report-only mode).",
+	}, []string{"server", "zone"})
+
+	noCookieTruncated = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: pluginName,
+		Name:      "nocookie_truncated_total",
+		Help:      "UDP responses longer than nocookie-udp-size, to a request without a valid server cookie, sent as a truncated reply instead (or that would have been, in report-only mode).",
+	}, []string{"server", "zone"})
 
 	requestsExceeded = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
@@ -64,6 +79,13 @@ var (
 		prometheus.BuildFQName(plugin.Namespace, pluginName, "limited_accounts"),
 		"Accounts being limited now: started minus stopped limiting episodes.",
 		[]string{"server", "zone"}, nil)
+
+	// The label prefix_length is a length from the Corefile, never a
+	// prefix: the refusals of every /18 add up in one series.
+	requestPrefixDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(plugin.Namespace, pluginName, "request_prefix_exceeded_total"),
+		"Unproven requests refused because a prefix of their source was over its allowance in ipv4-request-prefixes or ipv6-request-prefixes (among requests_exceeded_total with source unproven), by the prefix's configured length.",
+		[]string{"server", "zone", "family", "prefix_length"}, nil)
 )
 
 func init() { prometheus.MustRegister(liveInstances) }
@@ -94,6 +116,8 @@ type serverCounters struct {
 	exceeded  [][core.AllowanceLast]prometheus.Counter
 	requests  [][2]prometheus.Counter // by zone index, then unproven, proven
 	cookies   []prometheus.Counter
+	allBytes  []prometheus.Counter
+	tooLarge  []prometheus.Counter
 }
 
 func newServerCounters(server string, zones []string) *serverCounters {
@@ -103,6 +127,8 @@ func newServerCounters(server string, zones []string) *serverCounters {
 		exceeded:  make([][core.AllowanceLast]prometheus.Counter, len(zones)),
 		requests:  make([][2]prometheus.Counter, len(zones)),
 		cookies:   make([]prometheus.Counter, len(zones)),
+		allBytes:  make([]prometheus.Counter, len(zones)),
+		tooLarge:  make([]prometheus.Counter, len(zones)),
 	}
 	for z, zone := range zones {
 		for c, cat := range categoryLabels {
@@ -115,6 +141,8 @@ func newServerCounters(server string, zones []string) *serverCounters {
 			sc.requests[z][p] = requestsExceeded.WithLabelValues(server, zone, source)
 		}
 		sc.cookies[z] = cookieExemptTotal.WithLabelValues(server, zone)
+		sc.allBytes[z] = allBytesExceeded.WithLabelValues(server, zone)
+		sc.tooLarge[z] = noCookieTruncated.WithLabelValues(server, zone)
 		seriesRefs.hold(server, zone)
 	}
 	return sc
@@ -127,6 +155,7 @@ type instanceStats struct {
 	reportOnly   bool
 	maxTableSize int
 	limiter      *core.RRL
+	prefixes     [2][]core.RequestPrefix           // ipv4-request-prefixes, ipv6-request-prefixes
 	servers      atomic.Pointer[[]*serverCounters] // copied on write, under serversMu
 	serversMu    sync.Mutex
 	limited      limitedCount
@@ -228,6 +257,8 @@ func (r *refs) drop(server, zone string) {
 	responsesExceeded.DeletePartialMatch(l)
 	requestsExceeded.DeletePartialMatch(l)
 	cookieExemptTotal.DeletePartialMatch(l)
+	allBytesExceeded.DeletePartialMatch(l)
+	noCookieTruncated.DeletePartialMatch(l)
 }
 
 // count records one decision of the limiter on a response.
@@ -237,8 +268,14 @@ func (s *instanceStats) count(server string, zone int, cat core.AllowanceCategor
 	}
 	sc := s.forServer(server)
 	sc.responses[zone][cat][act].Inc()
-	if rtr == core.RTRateLimit || rtr == core.RTAllLimit {
+	switch rtr {
+	case core.RTRateLimit, core.RTAllLimit:
 		sc.exceeded[zone][cat].Inc()
+	case core.RTAllBytesLimit:
+		sc.exceeded[zone][cat].Inc()
+		sc.allBytes[zone].Inc()
+	case core.RTTooLarge:
+		sc.tooLarge[zone].Inc()
 	}
 }
 
@@ -283,6 +320,7 @@ func (in *instances) Describe(ch chan<- *prometheus.Desc) {
 	ch <- tableMaxDesc
 	ch <- evictionsDesc
 	ch <- limitedDesc
+	ch <- requestPrefixDesc
 }
 
 // Collect implements prometheus.Collector. A block that listens on several
@@ -310,5 +348,14 @@ func (in *instances) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(tableMaxDesc, prometheus.GaugeValue, float64(s.maxTableSize), server, zone)
 		ch <- prometheus.MustNewConstMetric(evictionsDesc, prometheus.CounterValue, float64(st.Evictions), server, zone)
 		ch <- prometheus.MustNewConstMetric(limitedDesc, prometheus.GaugeValue, float64(s.limited.value()), server, zone)
+		for fam, list := range s.prefixes {
+			for i, p := range list {
+				ch <- prometheus.MustNewConstMetric(requestPrefixDesc, prometheus.CounterValue, float64(st.RequestPrefixDrops[fam][i]),
+					server, zone, familyLabels[fam], strconv.Itoa(p.Bits))
+			}
+		}
 	}
 }
+
+// familyLabels name the address families of core.Stats.RequestPrefixDrops.
+var familyLabels = [2]string{"ipv4", "ipv6"}

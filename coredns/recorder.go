@@ -30,6 +30,9 @@ type recorder struct {
 	state recState
 
 	cookie miekgrrl.CookieState
+	// cookied: msg already carries the server cookie that send would add
+	// (wireSize put it in to measure the message), so send writes it as is.
+	cookied bool
 
 	ctx metaContext
 }
@@ -132,11 +135,39 @@ func (rec *recorder) Write(b []byte) (int, error) {
 // cookie to another. AddServerCookie copies the additional section and
 // the OPT record it changes, so a copy of the header struct is enough.
 func (rec *recorder) send(m *dns.Msg) error {
-	if rec.cookie != miekgrrl.CookieNone {
-		c := *m
-		client, _ := core.Source(rec.RemoteAddr())
-		rec.h.cookies.AddServerCookie(rec.req, &c, client.Unmap(), time.Unix(0, rec.now))
-		m = &c
+	if !rec.cookied || m != rec.msg {
+		m = rec.withCookie(m)
 	}
 	return rec.ResponseWriter.WriteMsg(m)
+}
+
+// withCookie returns m, or when the request carried a client cookie a copy
+// of m with a fresh server cookie (see send).
+func (rec *recorder) withCookie(m *dns.Msg) *dns.Msg {
+	if rec.cookie == miekgrrl.CookieNone {
+		return m
+	}
+	c := *m
+	client, _ := core.Source(rec.RemoteAddr())
+	rec.h.cookies.AddServerCookie(rec.req, &c, client.Unmap(), time.Unix(0, rec.now))
+	return &c
+}
+
+// wireSize returns the length in bytes of the UDP response the recorder
+// holds, as it would go out: with the server cookie send adds (which it
+// then puts into msg, so that it is made once), and no longer than the
+// client's UDP buffer, to which CoreDNS's ScrubWriter, below the recorder,
+// truncates it: 512 bytes without EDNS, else the size EDNS advertises.
+func (rec *recorder) wireSize() int {
+	if rec.msg == nil {
+		return 0
+	}
+	if !rec.cookied && rec.state == held {
+		rec.msg, rec.cookied = rec.withCookie(rec.msg), true
+	}
+	buf := dns.MinMsgSize
+	if opt := rec.req.IsEdns0(); opt != nil {
+		buf = max(buf, int(opt.UDPSize()))
+	}
+	return min(rec.msg.Len(), buf)
 }

@@ -31,6 +31,7 @@ type RRL struct {
 
 	limiter    *core.RRL
 	active     bool // some allowance is set; otherwise the plugin stands aside
+	sized      bool // nocookie-udp-size or all-bytes-per-second needs each response's length
 	reportOnly bool
 	traced     bool // the block has the trace plugin, which needs spans
 	cookies    *miekgrrl.Cookies
@@ -81,11 +82,13 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	}
 	h.stats = newInstanceStats(zones, opts.reportOnly)
 	h.stats.maxTableSize = maxTableSize(cfg)
+	h.stats.prefixes = [2][]core.RequestPrefix{cfg.RequestPrefixes(false), cfg.RequestPrefixes(true)}
 	h.settings = settingsString(cfg, opts)
 	h.unprovenOpen = unprovenOpen(cfg)
 	h.shared = newSharedLimiter(cfg, h.stats)
 	h.limiter = h.shared.limiter
 	h.stats.limiter = h.limiter
+	h.sized = cfg.NoCookieUDPSize() > 0 || cfg.AllBytesPerSecond() > 0
 	return h
 }
 
@@ -169,9 +172,15 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if rec.msg == nil {
 		return rcode, err // the chain wrote nothing we could read
 	}
-	act := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
+	size := 0
+	if h.sized && udp && !proven {
+		// Only the protections that weigh responses need the length,
+		// which costs a packing of the message.
+		size = rec.wireSize()
+	}
+	act, rtr := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, size, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.state == held {
-		h.deliver(rec, act, client, now)
+		h.deliver(rec, act, rtr, client, now)
 		if !plugin.ClientWrite(rcode) {
 			// We wrote (or dropped) the response: an error rcode would make
 			// the server write another one, unlimited.
@@ -193,7 +202,10 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 }
 
 // account charges resp to the client's accounts, after its request was
-// charged, records the outcome in the metrics, and returns the decision. A
+// charged, records the outcome in the metrics, and returns the decision
+// and its reason. size is the length of the UDP response in bytes (0 when
+// unknown), which all-bytes-per-second charges and nocookie-udp-size
+// compares. A
 // response to a request with a valid server cookie is not charged: its
 // source address is proven, so it cannot be part of a reflection.
 //
@@ -202,22 +214,23 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 // held (bytes passed through) has already been written: it is still
 // charged, so that its network's account sees the whole load, but it is
 // counted as sent whatever the limiter says.
-func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, cookie miekgrrl.CookieState, wildcard string) core.Action {
+func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, size int, cookie miekgrrl.CookieState, wildcard string) (core.Action, core.RTReason) {
 	if cookie == miekgrrl.CookieValid {
 		h.stats.cookieExempt(server, zone)
-		return core.Send
+		return core.Send, core.RTNotReached
 	}
 	tuple := miekgrrl.Tuple(r, resp, wildcard)
 	if !udp {
 		h.stats.count(server, zone, tuple.AllowanceCategory, core.Send, core.RTNotUDP)
-		return core.Send
+		return core.Send, core.RTNotUDP
 	}
+	tuple.Size = size
 	act, _, rtr := h.limiter.DebitResponseAddr(client, true, &tuple) // errors never slip (core)
 	if !held {
 		act = core.Send
 	}
 	h.stats.count(server, zone, tuple.AllowanceCategory, act, rtr)
-	return act
+	return act, rtr
 }
 
 // abort ends a stream connection whose request was refused, so that it
@@ -235,14 +248,24 @@ func abort(w dns.ResponseWriter, server string, udp bool) {
 
 // deliver sends what act says for a held response. In report-only mode
 // everything is sent: the metrics and logs alone tell what would have been.
-func (h *RRL) deliver(rec *recorder, act core.Action, client netip.Addr, now time.Time) {
+//
+// A response too long for nocookie-udp-size (RTTooLarge) goes as a
+// truncated reply that carries a fresh server cookie when the client sent
+// a cookie: never BADCOOKIE, which would tell a client whose cookie is
+// merely new that something is wrong, while TC with a cookie lets it
+// retry over UDP with the cookie, or over TCP, and get the whole answer.
+func (h *RRL) deliver(rec *recorder, act core.Action, rtr core.RTReason, client netip.Addr, now time.Time) {
 	if h.reportOnly {
 		act = core.Send
 	}
-	switch act {
-	case core.Send:
+	switch {
+	case act == core.Send:
 		rec.send(rec.msg)
-	case core.Slip:
+	case act == core.Slip && rtr == core.RTTooLarge:
+		tc := miekgrrl.SlipReply(rec.req, rec.msg, nil, client, now)
+		h.cookies.AddServerCookie(rec.req, tc, client, now)
+		rec.ResponseWriter.WriteMsg(tc)
+	case act == core.Slip:
 		// now is set when the request has a cookie, the only case in which
 		// SlipReply uses it.
 		rec.ResponseWriter.WriteMsg(miekgrrl.SlipReply(rec.req, rec.msg, h.cookies, client, now))
