@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,33 @@ func TestParseProtectionsOnce(t *testing.T) {
 	for _, kw := range []string{"ipv4-request-prefixes", "ipv6-request-prefixes", "nocookie-udp-size", "all-bytes-per-second"} {
 		if !coreKeywords[kw] {
 			t.Errorf("%s is not among the core's keywords", kw)
+		}
+	}
+}
+
+// TestReadmeUnderAttackParses: the README's configuration for a server
+// under attack is accepted as it is printed.
+func TestReadmeUnderAttackParses(t *testing.T) {
+	text, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(text), "### A server under attack")
+	if !ok {
+		t.Fatal("no section \"A server under attack\" in README.md")
+	}
+	_, block, _ := strings.Cut(section, "    rrl {")
+	block, _, ok = strings.Cut(block, "    }\n")
+	if !ok {
+		t.Fatal("no rrl block in the section")
+	}
+	h, err := parseString("rrl {" + block + "}")
+	if err != nil {
+		t.Fatalf("the README's block: %v", err)
+	}
+	for _, kw := range []string{"ipv4-request-prefixes", "ipv6-request-prefixes", "nocookie-udp-size", "all-bytes-per-second"} {
+		if !strings.Contains(h.settings, kw+" ") {
+			t.Errorf("the README's block does not set %s: %q", kw, h.settings)
 		}
 	}
 }
