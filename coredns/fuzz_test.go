@@ -28,6 +28,9 @@ func FuzzParse(f *testing.F) {
 		"rrl {\n max-table-size 1\n requests-per-second 0.5\n log-only\n}",
 		"rrl {\n requests-per-second 5\n proven-requests-per-second 50\n}",
 		"rrl . {\n errors-per-second 1e3\n}",
+		"rrl {\n ipv4-request-prefixes 32:5 20:400 18:1200\n ipv6-request-prefixes 128:5,64:50,48:800\n}",
+		"rrl {\n nocookie-udp-size 512\n all-bytes-per-second 20000\n}",
+		"rrl {\n ipv4-request-prefixes 33:5 32:x\n nocookie-udp-size 127\n}",
 		"rrl {\n window\n}",
 		"rrl {\n {\n}",
 	} {
@@ -43,8 +46,9 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// FuzzServeDNS runs arbitrary queries through a block with request limits,
-// response limits and cookies, over UDP and TCP: ServeDNS must never panic,
+// FuzzServeDNS runs arbitrary queries through a block with request limits
+// (request prefixes too), response limits (nocookie-udp-size and
+// all-bytes-per-second too) and cookies, over UDP and TCP: ServeDNS must never panic,
 // must write at most one message over UDP, must answer a malformed COOKIE
 // option with FORMERR when it answers, and must return an rcode that leaves
 // no second write to the server. The time since the previous query is part
@@ -63,7 +67,7 @@ func FuzzServeDNS(f *testing.F) {
 		return zoneNext(ctx, w, r)
 	})
 	clk := newClock()
-	h := testHandler(f, "{\n responses-per-second 2\n requests-per-second 3\n proven-requests-per-second 5\n all-per-second 10\n slip-ratio 1\n}", next, clk)
+	h := testHandler(f, "{\n responses-per-second 2\n requests-per-second 3\n proven-requests-per-second 5\n all-per-second 10\n slip-ratio 1\n ipv4-request-prefixes 32:4 16:6\n nocookie-udp-size 128\n all-bytes-per-second 2000\n}", next, clk)
 	// A server cookie of this handler for the fuzzed client, valid while the
 	// fuzzing lasts, so that the cookie-exempt path is a seed too.
 	valid := serverCookie(f, h, "127.0.1.1")
