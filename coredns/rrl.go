@@ -175,7 +175,8 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	size := 0
 	if h.sized && udp && !proven {
 		// Only the protections that weigh responses need the length,
-		// which costs a packing of the message.
+		// which costs a walk of the message and the server cookie made
+		// ahead of the decision.
 		size = rec.wireSize()
 	}
 	act, rtr := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, size, cookie, rec.ctx.wildcardOrigin(ctx))
@@ -205,9 +206,9 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 // charged, records the outcome in the metrics, and returns the decision
 // and its reason. size is the length of the UDP response in bytes (0 when
 // unknown), which all-bytes-per-second charges and nocookie-udp-size
-// compares. A
-// response to a request with a valid server cookie is not charged: its
-// source address is proven, so it cannot be part of a reflection.
+// compares. A response to a request with a valid server cookie is not
+// charged: its source address is proven, so it cannot be part of a
+// reflection.
 //
 // A response not over UDP is never limited (its request was charged, and
 // its source is proven): it is only counted. A UDP response that was not
@@ -251,9 +252,10 @@ func abort(w dns.ResponseWriter, server string, udp bool) {
 //
 // A response too long for nocookie-udp-size (RTTooLarge) goes as a
 // truncated reply that carries a fresh server cookie when the client sent
-// a cookie: never BADCOOKIE, which would tell a client whose cookie is
-// merely new that something is wrong, while TC with a cookie lets it
-// retry over UDP with the cookie, or over TCP, and get the whole answer.
+// a cookie, never BADCOOKIE: every client knows to retry a TC reply over
+// TCP, and one that keeps cookies may retry over UDP with the cookie
+// instead; either way it gets the whole answer. BADCOOKIE is an error,
+// on which a client may give up.
 func (h *RRL) deliver(rec *recorder, act core.Action, rtr core.RTReason, client netip.Addr, now time.Time) {
 	if h.reportOnly {
 		act = core.Send
