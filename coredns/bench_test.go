@@ -85,6 +85,14 @@ func BenchmarkRRLAllPerSecond(b *testing.B) {
 	runBench(b, h)
 }
 
+// BenchmarkRRLProtections adds the protections beyond BIND: three request
+// prefixes, nocookie-udp-size (with the answer under it) and
+// all-bytes-per-second, which measure each response.
+func BenchmarkRRLProtections(b *testing.B) {
+	h := testHandler(b, "{\n responses-per-second 1000000\n ipv4-request-prefixes 32:1000000 24:1000000 18:1000000\n nocookie-udp-size 512\n all-bytes-per-second 1000000000\n}", trivialNext(), nil)
+	runBench(b, h)
+}
+
 // BenchmarkRRLParallel measures contention between cores.
 func BenchmarkRRLParallel(b *testing.B) {
 	h := testHandler(b, "{\n responses-per-second 1000000\n}", trivialNext(), nil)
@@ -116,6 +124,13 @@ func TestAllocations(t *testing.T) {
 	with := testing.AllocsPerRun(200, func() { h.ServeDNS(ctx, ws[i&255], r); i++ })
 	if added := with - baseline; added > 4 {
 		t.Errorf("rrl adds %.1f allocations per query, budget 4", added)
+	}
+	// Measuring each response for nocookie-udp-size and
+	// all-bytes-per-second, and three request prefixes, fit the same budget.
+	h = testHandler(t, "{\n responses-per-second 1000000\n ipv4-request-prefixes 32:1000000 24:1000000 18:1000000\n nocookie-udp-size 512\n all-bytes-per-second 1000000000\n}", next, nil)
+	with = testing.AllocsPerRun(200, func() { h.ServeDNS(ctx, ws[i&255], r); i++ })
+	if added := with - baseline; added > 4 {
+		t.Errorf("with the protections beyond BIND rrl adds %.1f allocations per query, budget 4", added)
 	}
 }
 
