@@ -55,12 +55,17 @@ func TestIntegrationAmplificationLeft(t *testing.T) {
 	// victim's address), for a second: at 4 queries a second, within the
 	// response allowance, and at 200.
 	oneName := func(zone, victim string, rate int) (in, out int) {
-		return flood(t, victim, addr, rate, time.Second, func(int) string { return "txt." + zone })
+		in, out, _ = flood(t, victim, addr, rate, time.Second, func(int) string { return "txt." + zone })
+		return in, out
 	}
 	// 60 names with 300-byte answers at once: each name has its own
 	// response allowance.
+	var lastBurst time.Duration // how long the last burst took to be answered
 	manyNames := func(zone, victim string) (in, out int) {
-		return flood(t, victim, addr, 60, 0, func(i int) string { return "n" + strconv.Itoa(i) + "." + zone })
+		start := time.Now()
+		in, out, last := flood(t, victim, addr, 60, 0, func(i int) string { return "n" + strconv.Itoa(i) + "." + zone })
+		lastBurst = last.Sub(start)
+		return in, out
 	}
 	type row struct {
 		what    string
@@ -96,15 +101,17 @@ func TestIntegrationAmplificationLeft(t *testing.T) {
 	if manyBindOut < 60*250 {
 		t.Errorf("60 names under responses-per-second 5: %d bytes out; each name has its own allowance, want all 60 answers", manyBindOut)
 	}
-	if manyBytesOut > 3000+400 {
-		t.Errorf("60 names under all-bytes-per-second 3000: %d bytes out, want at most the budget and one answer", manyBytesOut)
+	// The budget accrues while the burst is served: on a slow machine
+	// that is more than nothing.
+	if limit := 3000 + int(3000*lastBurst.Seconds()) + 400; manyBytesOut > limit {
+		t.Errorf("60 names under all-bytes-per-second 3000: %d bytes out in %v, want at most %d, the budget and one answer", manyBytesOut, lastBurst, limit)
 	}
 }
 
 // flood sends n TXT queries (EDNS, no cookie) from src to addr, evenly
 // over d (at once when d is 0), and returns the bytes of the queries and
-// of the replies that came back.
-func flood(t *testing.T, src, addr string, n int, d time.Duration, name func(i int) string) (in, out int) {
+// of the replies that came back, and when the last reply came.
+func flood(t *testing.T, src, addr string, n int, d time.Duration, name func(i int) string) (in, out int, last time.Time) {
 	t.Helper()
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(src)})
 	if err != nil {
@@ -125,7 +132,7 @@ func flood(t *testing.T, src, addr string, n int, d time.Duration, name func(i i
 				return
 			}
 			mu.Lock()
-			out += k
+			out, last = out+k, time.Now()
 			mu.Unlock()
 		}
 	}()
@@ -150,5 +157,5 @@ func flood(t *testing.T, src, addr string, n int, d time.Duration, name func(i i
 	time.Sleep(300 * time.Millisecond) // lets the last replies arrive; nothing is asserted on time
 	conn.Close()
 	<-done
-	return in, out
+	return in, out, last
 }
