@@ -4,7 +4,8 @@
 # asks too fast first gets answers, then truncated (TC) replies and silence,
 # while TCP and other clients are still served; and, with dig, that a client
 # presenting its server cookie is held to proven-requests-per-second, its
-# refused queries getting nothing. Exits non-zero on failure.
+# refused queries getting nothing; then protect.sh on the same binary (the
+# protections beyond BIND). Exits non-zero on failure.
 #
 #   bash coredns/e2e/e2e.sh
 #
@@ -243,6 +244,12 @@ if [[ $client == dig ]]; then
 	exec 4<&-
 	echo "e2e: requests_exceeded_total{source=\"proven\"} = $refused"
 	((refused == 30 - answered)) || fail "want the $((30 - answered)) refused queries counted as proven, got $refused"
+fi
+
+# The protections beyond BIND (nocookie-udp-size, the request prefixes)
+# have a script of their own, which needs dig; it runs the binary built here.
+if [[ $client == dig ]]; then
+	RRL_COREDNS=$tmp/coredns bash "$repo/coredns/e2e/protect.sh" || fail "protect.sh failed"
 fi
 
 echo "e2e: PASS"

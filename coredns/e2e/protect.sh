@@ -9,6 +9,9 @@
 #
 #   bash coredns/e2e/protect.sh
 #
+# With RRL_COREDNS set to a CoreDNS binary built with rrl (e2e.sh passes
+# its own), that binary is used rather than one built here.
+#
 # Needs go and dig (bind9-dnsutils); it skips, with a message and exit
 # status 0, when dig is not installed.
 set -euo pipefail
@@ -59,8 +62,12 @@ big.test.:$dns_port {
 }
 EOF
 
-echo "protect: building CoreDNS with rrl into $tmp"
-build_coredns
+if [[ -n ${RRL_COREDNS:-} ]]; then
+	cp "$RRL_COREDNS" "$tmp/coredns"
+else
+	echo "protect: building CoreDNS with rrl into $tmp"
+	build_coredns
+fi
 "$tmp/coredns" -conf "$tmp/Corefile" >"$tmp/coredns.log" 2>&1 &
 pid=$!
 
