@@ -258,28 +258,34 @@ func tickEvery(span float64) float64 {
 
 // sweepChart draws the share of responses limited against the swept
 // value, as points: on a log scale when every value is a positive number,
-// as rates are, else evenly spaced in the sweep's order.
+// as rates are; on a linear one when a value is zero; else evenly spaced
+// in the sweep's order.
 func sweepChart(reports []*Report) template.HTML {
 	kw, _, _ := strings.Cut(reports[0].Setting, "=")
 	c := newChart("Share of responses limited, by " + kw)
 	xs := make([]float64, len(reports))
-	c.logX = true
+	numeric, positive := true, true
 	for i, r := range reports {
 		_, v, _ := strings.Cut(r.Setting, "=")
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(f > 0) || math.IsInf(f, 0) {
-			c.logX = false
-		}
+		numeric = numeric && err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
+		positive = positive && f > 0
 		xs[i] = f
 	}
+	scale := ""
 	lo, hi := slices.Min(xs), slices.Max(xs)
 	switch {
-	case c.logX && lo == hi:
-		c.x0, c.x1 = lo/2, hi*2
-	case c.logX:
-		pad := math.Pow(hi/lo, 0.05)
+	case numeric && positive:
+		c.logX, scale = true, " (log scale)"
+		pad := max(2, math.Pow(hi/lo, 0.05)) // hi/lo may be 1
+		if hi > lo {
+			pad = math.Pow(hi/lo, 0.05)
+		}
 		c.x0, c.x1 = lo/pad, hi*pad
-	default:
+	case numeric && hi > lo: // a zero, as slip-ratio may be: a linear scale
+		pad := (hi - lo) / 20
+		c.x0, c.x1 = lo-pad, hi+pad
+	default: // not numbers (exempt-clients), or one value: in the sweep's order
 		for i := range xs {
 			xs[i] = float64(i)
 		}
@@ -295,10 +301,6 @@ func sweepChart(reports []*Report) template.HTML {
 	for i, r := range reports {
 		_, v, _ := strings.Cut(r.Setting, "=")
 		c.xTick(xs[i], v)
-	}
-	scale := ""
-	if c.logX {
-		scale = " (log scale)"
 	}
 	c.xLabel(kw + scale)
 	fmt.Fprintf(&c.b, `<g class="series points" data-series="limited" fill="%s">`, colorDropped)

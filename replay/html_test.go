@@ -340,3 +340,33 @@ func hasColor(img image.Image, r, g, b uint8) bool {
 	}
 	return false
 }
+
+// The sweep's x axis: a log scale for rates, a linear one when a value is
+// zero, the sweep's order for values that are not numbers.
+func TestSweepScale(t *testing.T) {
+	capture := pcapOf(t, ethernet, false, traffic(t, 5, 50, 0.3, 0.1))
+	for sweep, want := range map[string]string{
+		"responses-per-second=1,10,100":               ">responses-per-second (log scale)<",
+		"slip-ratio=0,1,2":                            ">slip-ratio<",
+		"exempt-clients=192.0.2.0/24,198.51.100.0/24": ">exempt-clients<",
+	} {
+		sw, err := replay.ParseSweep(sweep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := replay.New(replay.Options{Settings: settings(t, "responses-per-second=5"), Sweep: sw})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Read(bytesReader(capture)); err != nil {
+			t.Fatal(err)
+		}
+		var page bytes.Buffer
+		if err := replay.WriteHTML(&page, r.Reports()); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(page.String(), `class="axis-label x" text-anchor="middle"`+want) {
+			t.Errorf("%s: no x axis labelled %s", sweep, want)
+		}
+	}
+}
