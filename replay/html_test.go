@@ -370,3 +370,29 @@ func TestSweepScale(t *testing.T) {
 		}
 	}
 }
+
+// Without a browser: the page has the series and axis labels the charts
+// need, the sweep table its cut column, and no "Report" heading.
+func TestHTMLParts(t *testing.T) {
+	reports := sweepReports(t)
+	var buf bytes.Buffer
+	if err := replay.WriteHTML(&buf, append(reports, floodReport(t)...)); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`<th>bytes sent</th><th>cut</th></tr>`,
+		`data-series="sent"`, `data-series="slipped"`, `data-series="dropped"`, `data-series="refused"`, `data-series="bytes cut"`,
+		`class="axis-label x" text-anchor="middle">time (UTC)`, `>responses per second</text>`, `>requests per second</text>`, `>bytes per second</text>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "<h2>Report</h2>") {
+		t.Error(`the page has a "Report" heading`)
+	}
+	if n := strings.Count(page, "limited (slipped or dropped)"); n != 1 {
+		t.Errorf("%d series of slipped and dropped together, want the sweep's alone", n)
+	}
+}
