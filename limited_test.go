@@ -249,3 +249,18 @@ func BenchmarkLimited(b *testing.B) {
 		r.Limited(10, ByRefused)
 	}
 }
+
+// BenchmarkDebitHotRecorded is BenchmarkDebitHot with the record of
+// limited accounts on: the account is in debt, so every Debit counts a
+// refusal in the record.
+func BenchmarkDebitHotRecorded(b *testing.B) {
+	c := testConfig(b, nil, "responses-per-second", "5")
+	c.SetRecordLimited(true)
+	r := NewRRL(c)
+	b.ReportAllocs()
+	src := udp("192.0.2.1")
+	tuple := answer("www.example.com.")
+	for b.Loop() {
+		r.Debit(src, tuple)
+	}
+}
