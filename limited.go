@@ -317,9 +317,13 @@ func (r *RRL) accountDebt(key uint64, kind LimitKind, now int64) (int64, bool) {
 }
 
 // lookup returns the account with ident id in set i if the table holds it.
-// Unlike find it searches a small table's set too, and unlike victim it
+// In a table of one-bucket sets it is find, the search of every Debit;
+// unlike find it searches a small table's set too, and unlike victim it
 // allocates no page.
 func (t *bucketTable) lookup(i uint64, id uint32) (accountRef, bool) {
+	if t.setBuckets == 1 {
+		return t.find(i, id)
+	}
 	first, last := i*t.setBuckets, (i+1)*t.setBuckets
 	pg := t.pages[first/pageBuckets].Load() // a set lies in one page; noPage holds nothing
 	for k := first; k < last; k++ {

@@ -265,3 +265,16 @@ func BenchmarkDebitHotRecorded(b *testing.B) {
 		r.Debit(src, tuple)
 	}
 }
+
+// TestLimitedSmallTable: in a table of one set (at most 320 accounts) an
+// account may lie anywhere in the set, and Limited still finds it.
+func TestLimitedSmallTable(t *testing.T) {
+	clock := newTestClock()
+	r := recordingRRL(t, clock, "responses-per-second", "1", "max-table-size", "50")
+	for i := range 40 {
+		debitN(r, udpAddr(v4src(7, i)), answer("a.example."), 3)
+	}
+	if l := r.Limited(100, ByDebt); len(l) != 40 {
+		t.Errorf("%d accounts reported, want the 40 limited", len(l))
+	}
+}
