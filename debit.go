@@ -283,11 +283,11 @@ type debited struct {
 // debitAccount debits the account for key, of the given kind, by l at now:
 // it reads the account's balance, works out the new one (settle) and
 // writes it with one compare-and-swap. That is all a Debit does when the
-// table holds the account and no other Debit changes it meanwhile;
-// debitAgain handles the rest.
+// table holds the account in its first bucket and no other Debit changes
+// it meanwhile; debitAgain handles the rest.
 func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *stripe) debited {
 	i, id := r.table.index(key), identOf(key, kind)
-	if ref, held := r.table.find(i, id); held {
+	if ref, held := r.table.findFirst(i, id); held {
 		if old, ok := ref.load(); ok {
 			if v, d := r.settle(old, kind, now, l); ref.store(old, v) {
 				return d
@@ -297,8 +297,9 @@ func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *st
 	return r.debitAgain(i, id, kind, now, l, s)
 }
 
-// debitAgain is debitAccount for an account that the table does not hold,
-// or that lost its place, or whose balance another Debit changed between
+// debitAgain is debitAccount for an account that the table does not hold
+// or holds in its second bucket, or that lost its place, or whose balance
+// another Debit changed between
 // its read and its write: it looks for the account in its set, adding it
 // if need be already debited (firstDebit), and otherwise debits it again
 // until its compare-and-swap succeeds. The observer hears at once of an

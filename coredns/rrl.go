@@ -39,6 +39,11 @@ type RRL struct {
 	zoneIndex  map[string]int // zone -> index in Zones, when there are many
 	listeners  []string       // the block's servers, as metrics.WithServer names them
 
+	shared   *sharedLimiter // the limiter and the blocks that use it (see keep.go)
+	settings string         // settingsString: a reload with the same keeps the limiter
+	// unprovenOpen: proven-requests-per-second without requests-per-second
+	unprovenOpen bool
+
 	lifeMu   sync.Mutex
 	started  bool
 	stopped  bool
@@ -76,8 +81,10 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	}
 	h.stats = newInstanceStats(zones, opts.reportOnly)
 	h.stats.maxTableSize = maxTableSize(cfg)
-	cfg.SetObserver(h.stats.observe)
-	h.limiter = core.NewRRL(cfg)
+	h.settings = settingsString(cfg, opts)
+	h.unprovenOpen = unprovenOpen(cfg)
+	h.shared = newSharedLimiter(cfg, h.stats)
+	h.limiter = h.shared.limiter
 	h.stats.limiter = h.limiter
 	return h
 }

@@ -36,9 +36,14 @@ func setup(c *caddy.Controller) error {
 	if !h.active {
 		log.Warningf("no allowance set for %v: nothing will be limited", h.Zones)
 	}
+	if h.unprovenOpen {
+		log.Warningf("proven-requests-per-second is set for %v without requests-per-second: requests from unproven sources are not limited at all, so a client escapes its proven limit by sending no cookie; set requests-per-second too", h.Zones)
+	}
+	carried := limiters.adopt(h)
 	c.OnStartup(func() error {
 		h.traced = cfg.Handler("trace") != nil
 		h.start()
+		logCarry(h.Zones, carried)
 		restarts.started(gen, h)
 		return nil
 	})
@@ -57,6 +62,27 @@ func setup(c *caddy.Controller) error {
 		return h
 	})
 	return nil
+}
+
+// logCarry says, once the block has started, what a reload did with the
+// accounts of the block it replaced.
+func logCarry(zones []string, c carry) {
+	switch c {
+	case carryKept:
+		log.Infof("kept accounts for %v: its settings are unchanged", zones)
+	case carryReset:
+		log.Infof("reset accounts for %v: its settings or listeners changed, so its table starts empty", zones)
+	}
+}
+
+// unprovenOpen reports whether proven-requests-per-second limits requests
+// while requests-per-second does not: a request that carries no valid server
+// cookie over UDP is unproven, and unproven requests are then not limited at
+// all, so that a client limited as proven escapes by dropping its cookie.
+func unprovenOpen(cfg *core.Config) bool {
+	proven, _ := cfg.Value("proven-requests-per-second")
+	unproven, _ := cfg.Value("requests-per-second")
+	return proven != "0" && unproven == "0"
 }
 
 // listenHosts returns the hosts the server block listens on; no bind
