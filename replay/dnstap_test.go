@@ -152,3 +152,46 @@ func TestDnstapWithoutTime(t *testing.T) {
 		t.Errorf("skipped %v, first %v; want 2 incomplete, first %v", rep.Skipped, rep.First, capgen.QueryTime(first))
 	}
 }
+
+// -max-conns: a connection beyond the cap is not read (its handshake gets
+// no answer) until one of those read closes; then it is read, and the
+// report counts its messages.
+func TestListenMaxConns(t *testing.T) {
+	l, err := replay.ListenOn("unix:" + filepath.Join(t.TempDir(), "tap.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := replay.New(replay.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.ListenWith(ctx, l, replay.ListenOptions{MaxConns: 1, IdleTimeout: time.Hour}) }()
+	dial := func() net.Conn {
+		c, err := net.Dial("unix", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := dial()
+	if _, err := capgen.NewTapWriter(first, true); err != nil {
+		t.Fatal(err)
+	}
+	over := dial()
+	over.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := capgen.NewTapWriter(over, true); err == nil {
+		t.Error("a connection beyond -max-conns 1 was read")
+	}
+	over.Close()
+	first.Close()
+
+	c := dial()
+	defer c.Close()
+	tapExchanges(t, c, true, false, traffic(t, 1, 50, 0, 0))
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rep := r.Reports()[0]; rep.Queries != 50 || rep.Responses != 50 {
+		t.Errorf("%d queries, %d responses, want 50 of each", rep.Queries, rep.Responses)
+	}
+}
