@@ -214,9 +214,20 @@ func (r *Replay) ListenWith(ctx context.Context, l net.Listener, o ListenOptions
 		case err := <-acceptErr:
 			return err
 		case b := <-frames:
-			r.frame(b)
+			r.received(b)
 		}
 	}
+}
+
+// received replays a frame read from a socket; nil stands for one over
+// MaxRecord, read through and dropped.
+func (r *Replay) received(b []byte) {
+	if b == nil {
+		r.packets.Add(1)
+		r.skip(SkipOversize)
+		return
+	}
+	r.frame(b)
 }
 
 // temporary reports whether an accept error may pass: a lack of
@@ -236,7 +247,7 @@ func (r *Replay) drain(frames chan []byte) {
 	for {
 		select {
 		case b := <-frames:
-			r.frame(b)
+			r.received(b)
 		default:
 			return
 		}
@@ -271,14 +282,16 @@ func readConn(ctx context.Context, c net.Conn, frames chan<- []byte, idle time.D
 	buf := make([]byte, maxFrame)
 	for {
 		n, err := fr.ReadFrame(buf)
-		if errors.Is(err, framestream.ErrDataFrameTooLarge) {
-			continue
-		}
-		if err != nil {
+		var b []byte // nil: a frame over MaxRecord, counted (a data frame is never empty)
+		switch {
+		case errors.Is(err, framestream.ErrDataFrameTooLarge):
+		case err != nil:
 			return
+		default:
+			b = append(b, buf[:n]...)
 		}
 		select {
-		case frames <- append([]byte(nil), buf[:n]...):
+		case frames <- b:
 		case <-ctx.Done():
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/dnsrrl/rrl/replay"
 	"github.com/dnsrrl/rrl/replay/internal/capgen"
 	dnstap "github.com/dnstap/golang-dnstap"
+	framestream "github.com/farsightsec/golang-framestream"
 	"github.com/miekg/dns"
 )
 
@@ -155,7 +156,7 @@ func TestDnstapWithoutTime(t *testing.T) {
 
 // -max-conns: a connection beyond the cap is not read (its handshake gets
 // no answer) until one of those read closes; then it is read, and the
-// report counts its messages.
+// report counts its messages, and a frame over MaxRecord as skipped.
 func TestListenMaxConns(t *testing.T) {
 	l, err := replay.ListenOn("unix:" + filepath.Join(t.TempDir(), "tap.sock"))
 	if err != nil {
@@ -187,11 +188,27 @@ func TestListenMaxConns(t *testing.T) {
 	c := dial()
 	defer c.Close()
 	tapExchanges(t, c, true, false, traffic(t, 1, 50, 0, 0))
+
+	// A frame over MaxRecord is read through and counted.
+	c = dial()
+	defer c.Close()
+	fw, err := framestream.NewWriter(c, &framestream.WriterOptions{ContentTypes: [][]byte{dnstap.FSContentType}, Bidirectional: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.WriteFrame(make([]byte, replay.MaxRecord+1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if rep := r.Reports()[0]; rep.Queries != 50 || rep.Responses != 50 {
-		t.Errorf("%d queries, %d responses, want 50 of each", rep.Queries, rep.Responses)
+	rep := r.Reports()[0]
+	if rep.Queries != 50 || rep.Responses != 50 || rep.Skipped[replay.SkipOversize] != 1 {
+		t.Errorf("%d queries, %d responses, skipped %v; want 50 of each and one oversize frame", rep.Queries, rep.Responses, rep.Skipped)
 	}
 }
