@@ -232,6 +232,9 @@ func (r *RRL) requestReason(proven bool) IPReason {
 func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) bool {
 	key := r.hash.account(n, kind, 0, 0, "")
 	d := r.debitAccount(key, kind, now, r.limit(kind), s)
+	if r.record != nil && (d.edge || d.inDebt) {
+		r.noteLimited(n, nil, key, kind, d, now)
+	}
 	if d.edge && r.observer != nil {
 		r.reportEdge(n, nil, key, kind, d.inDebt)
 	}
@@ -259,6 +262,9 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, 
 		act, rtr = Drop, RTAllLimit
 	}
 	s.count(t.AllowanceCategory, act, ipr, rtr)
+	if r.record != nil && (d.edge || d.inDebt) {
+		r.noteLimited(n, t, key, kind, d, now)
+	}
 	if d.edge && r.observer != nil {
 		r.reportEdge(n, t, key, kind, d.inDebt)
 	}

@@ -241,6 +241,9 @@ func (c *cli) options() (replay.Options, [][]string, error) {
 			return opts, nil, err
 		}
 		opts.Settings, opts.Zones, opts.CookieSecrets = cf.Settings, cf.Zones, cf.CookieSecrets
+		if opts.ZoneData, err = cf.ReadZones(); err != nil {
+			return opts, nil, err
+		}
 		otherBlocks = cf.OtherBlocks
 	}
 	for _, s := range c.sets {
