@@ -42,7 +42,8 @@ func TestMain(m *testing.M) {
 func TestListenUnderDescriptorLimit(t *testing.T) {
 	const idle, exchanges = 40, 200
 	sock := filepath.Join(t.TempDir(), "tap.sock")
-	cmd := exec.Command(os.Args[0], "-q", "-json", "-idle-timeout", "500ms", "-listen", "unix:"+sock)
+	// -duration ends the child even if this test dies before its SIGTERM.
+	cmd := exec.Command(os.Args[0], "-q", "-json", "-idle-timeout", "500ms", "-duration", "3m", "-listen", "unix:"+sock)
 	cmd.Env = append(os.Environ(), "RRL_REPLAY_CHILD=1", "RRL_REPLAY_NOFILE=24")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
