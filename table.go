@@ -354,44 +354,22 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 	if t.setBuckets != 1 {
 		return t.victimSmall(id, now)
 	}
-	// Places are filled in order and never emptied, so in each bucket the
-	// account's own place, held or moving in, comes before every empty
-	// one; balances are read only when both buckets are full.
+	// One pass over both buckets looks for the account, an empty place
+	// and the account of lowest rank at once: the two lines are read
+	// together, and their balances are in the lines already.
 	k2 := t.alt(i, id)
-	empty := place{}
-	for _, k := range [2]uint64{i, k2} {
-		b := t.bucket(k)
-		for j := range t.capacity(k) {
-			switch b.ident[j].Load() {
-			case id:
-				return place{b, k, j, id}, false
-			case 0:
-				if empty.b == nil {
-					empty = place{b, k, j, 0}
-				}
-			case id &^ 1:
-				moving = true
-			}
-		}
-		if k2 == i {
-			break
-		}
-	}
-	if empty.b != nil {
-		return empty, moving
-	}
-	if !moving && t.free.Load() > t.keep {
-		if p, ok := t.relocate(i, k2); ok {
-			return p, false
-		}
-	}
+	var empty place
 	earliest := int64(0)
 	for _, k := range [2]uint64{i, k2} {
 		b := t.bucket(k)
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
-			case v == id: // added by another Debit since the first look
+			case v == id:
 				return place{b, k, j, id}, false
+			case v == 0:
+				if empty.b == nil {
+					empty = place{b, k, j, 0}
+				}
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
@@ -402,6 +380,14 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 		}
 		if k2 == i {
 			break
+		}
+	}
+	if empty.b != nil {
+		return empty, moving
+	}
+	if !moving && t.free.Load() > t.keep {
+		if q, ok := t.relocate(i, k2); ok {
+			return q, false
 		}
 	}
 	return p, moving
