@@ -59,7 +59,10 @@ const slotsPerBucket = 5
 type bucket struct {
 	balance [slotsPerBucket]atomic.Uint64
 	ident   [slotsPerBucket]atomic.Uint32
-	_       uint32
+	// spilled is set once an account whose first bucket this is may have
+	// gone to its second; until then, an account not in this bucket is in
+	// neither, and a full table need not read the second.
+	spilled atomic.Uint32
 }
 
 // identOf returns the ident of the account whose key is key. Tag 0 is
@@ -261,6 +264,9 @@ func (t *bucketTable) findFirst(i uint64, id uint32) (accountRef, bool) {
 // findSecond is find's look in the second bucket of the account with
 // ident id whose first is i.
 func (t *bucketTable) findSecond(i uint64, id uint32) (accountRef, bool) {
+	if t.pages[i/pageBuckets].Load()[i%pageBuckets].spilled.Load() == 0 {
+		return accountRef{}, false
+	}
 	k := t.alt(i, id)
 	b := &t.pages[k/pageBuckets].Load()[k%pageBuckets]
 	for j := range slotsPerBucket {
@@ -357,11 +363,18 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 	// One pass over both buckets looks for the account, an empty place
 	// and the account of lowest rank at once: the two lines are read
 	// together, and their balances are in the lines already.
+	// In a full table, an account whose first bucket never spilled is
+	// there or nowhere, and the one of lowest rank there is recycled: the
+	// second bucket is not read.
 	k2 := t.alt(i, id)
+	first := t.bucket(i)
 	var empty place
 	earliest := int64(0)
 	for _, k := range [2]uint64{i, k2} {
 		b := t.bucket(k)
+		if k != i && empty.b == nil && first.spilled.Load() == 0 && t.free.Load() <= t.keep {
+			break
+		}
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
 			case v == id:
@@ -383,14 +396,24 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 		}
 	}
 	if empty.b != nil {
-		return empty, moving
+		return t.spill(first, empty), moving
 	}
 	if !moving && t.free.Load() > t.keep {
 		if q, ok := t.relocate(i, k2); ok {
-			return q, false
+			return t.spill(first, q), false
 		}
 	}
-	return p, moving
+	return t.spill(first, p), moving
+}
+
+// spill marks the bucket first as spilled if place p, chosen for an
+// account whose first bucket it is, lies in another bucket: before the
+// account moves in, so that a search that misses it in first looks on.
+func (t *bucketTable) spill(first *bucket, p place) place {
+	if p.b != nil && p.b != first && first.spilled.Load() == 0 {
+		first.spilled.Store(1)
+	}
+	return p
 }
 
 // rank orders the accounts of a full set for recycling: the one with the
@@ -540,6 +563,10 @@ func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
 func claim(b *bucket, j int, y uint32) (balance, bool) {
 	if !b.ident[j].CompareAndSwap(y, y&^1) {
 		return 0, false
+	}
+	// b may be y's first bucket, and y is going to its second.
+	if b.spilled.Load() == 0 {
+		b.spilled.Store(1)
 	}
 	for {
 		v := balance(b.balance[j].Load())
