@@ -27,7 +27,8 @@ import (
 // account, where with one bucket per account a bucket recycled while the
 // table had room, and max-table-size accounts left 82% held. In a full
 // table a new account takes the place of the account of lowest rank of
-// its two buckets (see rank): an account in credit goes before one in
+// its two buckets (see rank), or of its first alone if that never spilled
+// an account to its second, so that the search reads one line: an account in credit goes before one in
 // debt, the one with the most credit first, and among accounts in debt
 // the one least in debt goes first. So the account of a network under a
 // flood, deep in debt, survives a spray of spoofed sources, even of
