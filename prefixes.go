@@ -193,6 +193,13 @@ func (r *RRL) NoCookieUDPSize() int {
 	return r.prot.noCookie
 }
 
+// NeedsResponseSize reports whether the RRL reads ResponseTuple.Size:
+// whether nocookie-udp-size or all-bytes-per-second is on. An integration
+// for which a response's length costs work can leave Size 0 otherwise.
+func (r *RRL) NeedsResponseSize() bool {
+	return r != nil && (r.prot.noCookie > 0 || r.prot.nsPerByte > 0)
+}
+
 // scaledProtection returns the protections as qps-scale scales them now.
 func (r *RRL) scaledProtection() *protection {
 	if r.qps != nil {

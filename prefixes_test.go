@@ -258,8 +258,11 @@ func TestNoCookieUDPSize(t *testing.T) {
 		t.Fatalf("nocookie-udp-size alone: active %v, size %d", c.IsActive(), c.NoCookieUDPSize())
 	}
 	r := NewRRL(c)
-	if r.NoCookieUDPSize() != 512 {
-		t.Errorf("RRL.NoCookieUDPSize %d", r.NoCookieUDPSize())
+	if r.NoCookieUDPSize() != 512 || !r.NeedsResponseSize() {
+		t.Errorf("RRL.NoCookieUDPSize %d, NeedsResponseSize %v", r.NoCookieUDPSize(), r.NeedsResponseSize())
+	}
+	if newTestRRL(t, nil, "responses-per-second", "5").NeedsResponseSize() || !newTestRRL(t, nil, "all-bytes-per-second", "600").NeedsResponseSize() {
+		t.Error("NeedsResponseSize follows nocookie-udp-size and all-bytes-per-second alone")
 	}
 	for _, tc := range []struct {
 		src  net.Addr
