@@ -227,7 +227,7 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 	key := uint64(0)
 	if l.on() {
 		key = r.hash.account(n, LimitRequests, 0, 0, "")
-		if r.chargeKey(&n, n.bits, key, LimitRequests, l, now, s) {
+		if r.chargeLevel(&n, n.bits, key, LimitRequests, l, now, s) {
 			return IPRateLimit
 		}
 		ipr = IPOk
@@ -251,7 +251,7 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 	return ipr
 }
 
-// chargeLevel is chargeKey for a request prefix's account: the debit of
+// chargeLevel is chargeKey for a request account: the debit of
 // debitAccount for a held account, without the slip counter that no
 // request account has, written out here because it is most of what a
 // request costs with four prefixes. debitAccount does the rest.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestSpreadFloodHeldByWiderPrefix: 16 /24s of one /18, each asking
@@ -412,3 +413,11 @@ func BenchmarkRequestLevels(b *testing.B) {
 }
 
 const benchSources = 4096
+
+// TestStripeIsWholeLines: a stripe, grown by the counters of the
+// protections, still fills a whole number of cache lines.
+func TestStripeIsWholeLines(t *testing.T) {
+	if n := unsafe.Sizeof(stripe{}); n%64 != 0 {
+		t.Errorf("a stripe is %d bytes, not a whole number of 64-byte lines", n)
+	}
+}
