@@ -112,7 +112,9 @@
 // Per query the middleware adds a few hundred nanoseconds (about half of
 // it the core's DebitRequest and DebitResponse) and one 16-byte allocation
 // (the writer the handler gets) to the handler's cost; a response with a
-// server cookie costs one more allocation, for its copy. A request refused
+// server cookie costs one more allocation, for its copy, and with
+// nocookie-udp-size or all-bytes-per-second set, measuring a response to be
+// compressed costs package dns's compression map. A request refused
 // by its request limit costs no allocation and less than the handler
 // would (see README.md).
 //
