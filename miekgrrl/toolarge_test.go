@@ -196,3 +196,45 @@ type recordingWriter struct {
 }
 
 func (w *recordingWriter) WriteMsg(m *dns.Msg) error { w.msg = m; return nil }
+
+// TestIntegrationAllBytesBurst: a burst over 60 names, each answer about
+// 300 bytes, is held to all-bytes-per-second's budget plus one answer.
+func TestIntegrationAllBytesBurst(t *testing.T) {
+	lim := newLimiter(t, newTestClock(), "all-bytes-per-second", "3000")
+	decided := make(chan Decision, 64)
+	txt := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg).SetReply(r)
+		m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 300},
+			Txt: []string{strings.Repeat("t", 250)}})
+		w.WriteMsg(m)
+	})
+	srv := startLoopback(t, Middleware(lim, txt, Options{OnDecision: func(d Decision) { decided <- d }}))
+	conn, err := net.Dial("udp", srv.udp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	co := &dns.Conn{Conn: conn}
+	sentBytes, sent, size := 0, 0, 0
+	for i := range 60 {
+		q := new(dns.Msg).SetQuestion("n"+strconv.Itoa(i)+".example.org.", dns.TypeTXT)
+		if err := co.WriteMsg(q); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case d := <-decided:
+			size = d.Tuple.Size
+			if d.Action == rrl.Send {
+				sent++
+				sentBytes += d.Tuple.Size
+			} else if d.Action != rrl.Drop || d.RTReason != rrl.RTAllBytesLimit {
+				t.Fatalf("query %d: %v %v", i, d.Action, d.RTReason)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("query %d: no decision", i)
+		}
+	}
+	if size < 280 || sentBytes > 3000+size || sentBytes < 3000-size {
+		t.Errorf("%d answers of %d bytes, %d bytes sent, want 3000 give or take one answer", sent, size, sentBytes)
+	}
+}
