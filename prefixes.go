@@ -234,8 +234,27 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 	}
 	var keys [MaxRequestPrefixes]uint64 // those charged, for a refund
 	for i := range lv.n {
-		keys[i] = r.hash.prefix(whole.masked(lv.bits[i]), kind)
-		if !r.chargeLevel(&whole, lv.bits[i], keys[i], kind, lv.limits[i], now, s) {
+		// chargeLevel, written out: most of what a request costs with four
+		// prefixes is here.
+		pk, li := r.hash.prefix(whole.masked(lv.bits[i]), kind), &lv.limits[i]
+		keys[i] = pk
+		refused, done := false, false
+		if ref, held := r.table.find(r.table.index(pk), identOf(pk, kind)); held {
+			if old, ok := ref.load(); ok {
+				v, inDebt := old.charge(now, *li)
+				limited := old.limitedAfter(now, *li, inDebt)
+				if done = ref.store(old, v.withLimited(limited)); done {
+					refused = inDebt
+					if limited != old.limited() && r.observer != nil {
+						r.reportEdge(whole.masked(lv.bits[i]), nil, pk, kind, inDebt)
+					}
+				}
+			}
+		}
+		if !done {
+			refused = r.chargeKey(&whole, lv.bits[i], pk, kind, *li, now, s)
+		}
+		if !refused {
 			ipr = IPOk
 			continue
 		}
@@ -253,8 +272,9 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 
 // chargeLevel is chargeKey for a request account: the debit of
 // debitAccount for a held account, without the slip counter that no
-// request account has, written out here because it is most of what a
-// request costs with four prefixes. debitAccount does the rest.
+// request account has, written out here (and again in chargeUnproven's
+// loop) because it is most of what a request costs with four prefixes.
+// debitAccount does the rest.
 func (r *RRL) chargeLevel(whole *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
 	i, id := r.table.index(key), identOf(key, kind)
 	if ref, held := r.table.find(i, id); held {
@@ -301,9 +321,13 @@ func (r *RRL) refund(key uint64, kind LimitKind, l limit, now int64, s *stripe) 
 // wholeNetwork is a as a network of all its bits: 32 for IPv4 (and
 // IPv4-mapped IPv6), 128 for IPv6.
 func wholeNetwork(a netip.Addr) network {
+	if a.Is4() {
+		b := a.As4()
+		return network{lo: mapped | uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3]), v4: true, bits: 32}
+	}
 	b := a.As16() // the zero Addr reads as ::, 0.0.0.0 elsewhere (see networkOf)
 	hi, lo := be64(b[:8]), be64(b[8:])
-	if a.Is4() || a.Is4In6() || !a.IsValid() {
+	if a.Is4In6() || !a.IsValid() {
 		return network{lo: mapped | lo&0xffffffff, v4: true, bits: 32}
 	}
 	return network{hi: hi, lo: lo, bits: 128}
