@@ -88,6 +88,8 @@ type Config struct {
 
 	nowFunc  func() time.Time
 	observer func(Event)
+
+	recordLimited bool // SetRecordLimited (limited.go)
 }
 
 // minRate and maxRate bound every per-second keyword but 0 (off), keeping

@@ -265,17 +265,29 @@ func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) boo
 }
 
 // chargeKey debits the per-network account (or a request prefix's) whose
-// key is key by l, tells the observer if that began or ended an episode,
-// and reports whether the account is in debt. The account's network is n
-// masked to bits, for the event: a request prefix passes the whole
-// address and the prefix's length, so that the mask is made only for an
-// event.
+// key is key by l, tells the observer and the record of limited accounts
+// if that began or ended an episode, and reports whether the account is in
+// debt. The account's network is n masked to bits, for the event: a
+// request prefix passes the whole address and the prefix's length, so that
+// the mask is made only for an event.
 func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
 	d := r.debitAccount(key, kind, now, l, s)
+	if d.edge || d.inDebt {
+		r.noteCharge(n, bits, key, kind, d, now)
+	}
+	return d.inDebt
+}
+
+// noteCharge tells the record of limited accounts and the observer what
+// a charge of a per-network account (or a request prefix's) did, when it
+// began or ended an episode or found the account in debt.
+func (r *RRL) noteCharge(n *network, bits uint8, key uint64, kind LimitKind, d debited, now int64) {
+	if r.record != nil {
+		r.noteLimited(n.masked(bits), nil, key, kind, d, now)
+	}
 	if d.edge && r.observer != nil {
 		r.reportEdge(n.masked(bits), nil, key, kind, d.inDebt)
 	}
-	return d.inDebt
 }
 
 // chargeTuple debits the response tuple's account, decides the action, and
@@ -307,6 +319,9 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, 
 		act, rtr = Slip, RTTooLarge
 	}
 	countAlone(s, t, act, ipr, rtr)
+	if r.record != nil && (d.edge || d.inDebt) {
+		r.noteLimited(n, t, key, kind, d, now)
+	}
 	if d.edge && r.observer != nil {
 		r.reportEdge(n, t, key, kind, d.inDebt)
 	}
@@ -325,11 +340,11 @@ type debited struct {
 // debitAccount debits the account for key, of the given kind, by l at now:
 // it reads the account's balance, works out the new one (settle) and
 // writes it with one compare-and-swap. That is all a Debit does when the
-// table holds the account and no other Debit changes it meanwhile;
-// debitAgain handles the rest.
+// table holds the account in its first bucket and no other Debit changes
+// it meanwhile; debitAgain handles the rest.
 func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *stripe) debited {
 	i, id := r.table.index(key), identOf(key, kind)
-	if ref, held := r.table.find(i, id); held {
+	if ref, held := r.table.findFirst(i, id); held {
 		if old, ok := ref.load(); ok {
 			if v, d := r.settle(old, kind, now, l); ref.store(old, v) {
 				return d
@@ -339,8 +354,9 @@ func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *st
 	return r.debitAgain(i, id, kind, now, l, s)
 }
 
-// debitAgain is debitAccount for an account that the table does not hold,
-// or that lost its place, or whose balance another Debit changed between
+// debitAgain is debitAccount for an account that the table does not hold
+// or holds in its second bucket, or that lost its place, or whose balance
+// another Debit changed between
 // its read and its write: it looks for the account in its set, adding it
 // if need be already debited (firstDebit), and otherwise debits it again
 // until its compare-and-swap succeeds. The observer hears at once of an

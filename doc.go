@@ -116,50 +116,59 @@
 // # Memory
 //
 // The table of accounts is an array of buckets, each one 64-byte cache
-// line holding five accounts in 12 bytes each: a 4-byte ident (28 bits of
-// the account's key as a tag, and its kind) and an 8-byte balance (the
-// time at which it is zero, the slip counter and the episode flag). The
-// keyed hash of an account picks its bucket; its tag tells it apart from
-// the others there. A full table takes 12.8 bytes per account, 12.7 as
-// measured (TestBytesPerAccount, all included), against BIND's 40 to 80.
-// The array is allocated in pages of 64 buckets as accounts arrive, so an
-// empty table costs 8 bytes for every 320 accounts of max-table-size and a
-// table holding few accounts costs at most 4 KB for each.
+// line holding five accounts in 12 bytes each: a 4-byte ident (27 bits of
+// the account's key as a tag, and its 4-bit kind) and an 8-byte balance
+// (the time at which it is zero, the slip counter and the episode flag).
+// The keyed hash of an account picks two buckets, as in Knot DNS's table:
+// its first, where it goes while that has room and where it is sought
+// first, and its second, where it goes otherwise; its tag tells it apart
+// from the others there. A full table takes 12.8 bytes per account, 13.0
+// per account held as measured (TestTableHoldsMaxTableSize, all
+// included), against BIND's 40 to 80. The array is allocated in pages of
+// 64 buckets as accounts arrive, so an empty table costs 8 bytes for every
+// 320 accounts of max-table-size and a table holding few accounts costs at
+// most 4 KB for each.
 //
-// A new account is never refused. It takes an empty place in its bucket,
-// or the place of the account with the most credit: any account in credit
-// goes before one in debt, and of accounts in debt the one least in debt
-// goes first. So the account of a network under a flood, deep in debt,
-// keeps its place through a spray of spoofed sources, even sources whose
-// own accounts run into debt; among accounts in credit the one least
-// recently debited goes, as in BIND. A request account never goes into
-// debt (a refused request is not charged), so it ranks by its credit
-// alone: a spray that fills each bucket faster than the network's
-// allowance refills, with accounts of its own in debt, recycles the
-// request account of a network that asks too fast, which is then served
-// another second's allowance each time (under a spray of 1,000 sources a
-// second, eight queries each, through a table of 1,000, a network asking
-// twice its allowance is served nearly every request). Where BIND chooses
-// among all its accounts by their order of use, this table chooses among
-// the five of a bucket by their balances, so recycling starts as soon as a bucket is
-// full: a table under a spray holds 99% of max-table-size. No step scans
-// the table and nothing is ever copied. A table of at most 320 accounts
-// (one page) is one set of places instead: the account with the most credit
-// in the whole table is recycled, so a small table decides the same in
-// every RRL, whatever the secrets of its hash.
+// A new account is never refused. It takes an empty place in its first
+// bucket, else in its second. While the table has places never filled, a
+// new account whose two buckets are full makes room by moving an account
+// of theirs to its other bucket (up to three moves in a chain, as a cuckoo
+// hash table does): so max-table-size distinct accounts are 99% held, where
+// one bucket each held 82%. Once the table is full, a new account takes the
+// place of the one of lowest rank of its two buckets: any account in
+// credit goes before one in debt, the one with the most credit first, and
+// of accounts in debt the one least in debt goes first. So the account of
+// a network under a flood, deep in debt, keeps its place through a spray
+// of spoofed sources, even sources whose own accounts run into debt; among
+// accounts in credit the one least recently debited goes, as in BIND. A
+// request account never goes into debt (a refused request is not charged):
+// it ranks as a second further in debt than its balance says, the second's
+// credit that a new account in its place would give its network, so the
+// account of a network asking faster than its allowance ranks behind
+// every account in credit, and a spray of sources that ask once cannot
+// recycle it and hand it a fresh allowance; a spray so heavy that it
+// recycles every account of the table between two requests of the network
+// still can (tables of 1,000 accounts under 30,000 new sources a second
+// hold it). Where BIND chooses among all its accounts by their order of
+// use, this table chooses among the ten of two buckets by their balances.
+// No step scans the table and nothing is ever copied. A table of at most
+// 320 accounts (one page) is one set of places instead: the account of
+// lowest rank in the whole table is recycled, so a small table decides the
+// same in every RRL, whatever the secrets of its hash.
 //
-// Accounts are told apart by their bucket and a 28-bit tag taken from bits
-// of the key that do not choose the bucket, beside their kind. An account
-// sought and not held is taken for one of the five of its bucket with a
-// chance of at most 5 in 2^28 (1 in 54 million); filling a table of the
-// default size with 100,000 distinct accounts merges two of them with a
-// chance of about 1 in 1,300, and a table of 1,000 accounts about 1 in
-// 130,000. A table of at most 320 accounts is one set, so a new account
-// there is compared with all of them: filling a table of 320 merges two
-// with a chance of about 1 in 5,300, one of 50 about 1 in 220,000. Two
-// merged accounts share one balance until one of them is recycled.
-// Sources and names cannot be chosen to collide, since the hash is keyed
-// by secrets drawn for each RRL.
+// Accounts are told apart by their two buckets and a 27-bit tag taken from
+// bits of the key that do not choose the first bucket, beside their kind.
+// An account sought and not held is taken for one of the ten of its two
+// buckets of the same kind with a chance of at most 10 in 2^27 (1 in 13
+// million); filling a table of the default size with 100,000 distinct
+// accounts merges two of them with a chance of about 1 in 270, and a
+// table of 1,000 accounts about 1 in 27,000. A table of at most 320
+// accounts is one set, so a new account there is compared with all of
+// them: filling a table of 320 merges two with a chance of about 1 in
+// 2,600, one of 50 about 1 in 110,000. Two merged accounts share one
+// balance until one of them is recycled. Sources and names cannot be
+// chosen to collide, since the hash is keyed by secrets drawn for each
+// RRL.
 //
 // # Concurrency
 //
@@ -167,7 +176,10 @@
 // injected clock, which tests use). It reads the account's bucket, works
 // out the new balance and writes it with one compare-and-swap, again if
 // another Debit changed it in between; a new account moves into its place
-// with a compare-and-swap of the ident and is written already debited.
+// with a compare-and-swap of the ident and is written already debited. An
+// account moved to its other bucket is first marked moving, so that
+// Debits seeking it wait, and its balance put in a new generation, so that
+// a Debit that read it before fails and looks again.
 // The only wait is that of a Debit
 // that seeks an account another is adding at that instant: it yields
 // until the account is there, at most a hundred times, and then adds it

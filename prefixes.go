@@ -245,8 +245,8 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 				limited := old.limitedAfter(now, *li, inDebt)
 				if done = ref.store(old, v.withLimited(limited)); done {
 					refused = inDebt
-					if limited != old.limited() && r.observer != nil {
-						r.reportEdge(whole.masked(lv.bits[i]), nil, pk, kind, inDebt)
+					if edge := limited != old.limited(); edge || inDebt {
+						r.noteCharge(&whole, lv.bits[i], pk, kind, debited{inDebt, Send, edge}, now)
 					}
 				}
 			}
@@ -282,8 +282,8 @@ func (r *RRL) chargeLevel(whole *network, bits uint8, key uint64, kind LimitKind
 			v, refused := old.charge(now, l)
 			limited := old.limitedAfter(now, l, refused)
 			if ref.store(old, v.withLimited(limited)) {
-				if limited != old.limited() && r.observer != nil {
-					r.reportEdge(whole.masked(bits), nil, key, kind, refused)
+				if edge := limited != old.limited(); edge || refused {
+					r.noteCharge(whole, bits, key, kind, debited{refused, Send, edge}, now)
 				}
 				return refused
 			}

@@ -27,6 +27,10 @@ type RRL struct {
 	// provenApart is set when proven-requests-per-second is: proven
 	// requests then have accounts of their own.
 	provenApart bool
+
+	// record is the record of accounts being limited that Limited reads,
+	// nil unless Config.SetRecordLimited (see limited.go).
+	record *limitedRecord
 }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
@@ -41,6 +45,9 @@ func NewRRL(cfg *Config) *RRL {
 	}
 	r := &RRL{cfg: cfg.sanitized(), hash: newHashKey(), observer: cfg.observer}
 	r.table, r.stats = newBucketTable(r.cfg.maxTableSize), newStripes()
+	if cfg.recordLimited {
+		r.record = new(limitedRecord)
+	}
 	if cfg.nowFunc != nil {
 		r.injected = newInjectedClock(cfg.nowFunc)
 	}

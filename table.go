@@ -4,32 +4,42 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // The table of accounts is an array of buckets, each one 64-byte cache
 // line holding five accounts: 12 bytes an account and 4 spare. An
-// account's key (see hashKey.account) picks its bucket with its high half
-// and tells it apart from the others in the bucket with a 27-bit tag from
-// its low half, beside its 4-bit kind. A bucket holds an account's two
-// words: its ident (tag, kind) and its balance (see balance). The bucket
-// is all a Debit reads and writes of the table: it finds the account by
-// its ident and debits it with one compare-and-swap of the balance,
-// without a lock.
+// account's key (see hashKey.account) picks its first bucket with its high
+// half and tells it apart from the others in a bucket with a 27-bit tag
+// from its low half, beside its 4-bit kind; a hash of that ident picks its
+// second bucket (see alt). A bucket holds an account's two words: its
+// ident (tag, kind) and its balance (see balance). A Debit of an account
+// held in its first bucket reads and writes that bucket alone: it finds
+// the account by its ident and debits it with one compare-and-swap of the
+// balance, without a lock. One held in its second bucket, or a new one,
+// costs a read of both.
 //
-// A new account takes an empty place in its bucket, or the place of the
-// account with the most credit, which is the one least recently debited
-// among those in credit: an account in credit goes before one in debt,
-// and among accounts in debt the one least in debt goes first. So the
-// account of a network under a flood, deep in debt, survives a spray of
-// spoofed sources, even of sources that drive their own accounts into
-// debt, unless every account of its bucket is deeper in debt still. Where
-// BIND recycles the least recently used of all accounts, this table
-// recycles among five; it never refuses a new account and never scans.
+// A new account takes an empty place in its first bucket, else in its
+// second. While the table has places never filled, a new account whose
+// two buckets are full makes room by moving an account of theirs to its
+// other bucket, up to three moves in a chain (see relocate), as a cuckoo
+// hash table does: so the table fills to about 99% before it recycles an
+// account, where with one bucket per account a bucket recycled while the
+// table had room, and max-table-size accounts left 82% held. In a full
+// table a new account takes the place of the account of lowest rank of
+// its two buckets (see rank): an account in credit goes before one in
+// debt, the one with the most credit first, and among accounts in debt
+// the one least in debt goes first. So the account of a network under a
+// flood, deep in debt, survives a spray of spoofed sources, even of
+// sources that drive their own accounts into debt, unless every account of
+// its two buckets is deeper in debt still. Where BIND recycles the least
+// recently used of all accounts, this table recycles among ten; it never
+// refuses a new account and never scans.
 //
 // A table of at most one page (320 accounts) is one set: an account may
-// take any place in it, searched in order, and the account with the most
-// credit in the whole table is recycled. A small table then behaves the
-// same in every RRL, whatever the secrets of its hash, so that a replay of
+// take any place in it, searched in order, and the account of lowest rank
+// in the whole table is recycled. A small table then behaves the same in
+// every RRL, whatever the secrets of its hash, so that a replay of
 // captured traffic decides as the server did; its Debits search up to 64
 // buckets, which fit in the processor's first-level cache.
 //
@@ -69,6 +79,15 @@ type bucketTable struct {
 	setBuckets  uint64 // buckets in a set: 1, or all of a small table
 	pages       []atomic.Pointer[page]
 
+	// free counts the places never filled: while it is above keep, a new
+	// account whose two buckets are full moves an account aside rather
+	// than recycle one (see relocate). The last keep places, 1 in 128,
+	// are left to new accounts that find them in their own buckets: the
+	// fewer places are left, the further relocate must search for one,
+	// and under a spray it would search on every Debit.
+	free atomic.Int64
+	keep int64
+
 	sweepMu sync.Mutex
 	sweepAt uint64 // the bucket where the next sweep starts
 }
@@ -84,6 +103,8 @@ func newBucketTable(size int) *bucketTable {
 	if nb <= smallBuckets {
 		t.sets, t.setBuckets = 1, nb
 	}
+	t.free.Store(int64(size))
+	t.keep = int64(size) / 128
 	t.pages = make([]atomic.Pointer[page], (nb+pageBuckets-1)/pageBuckets)
 	for i := range t.pages {
 		t.pages[i].Store(&noPage)
@@ -97,8 +118,24 @@ const smallBuckets = pageBuckets
 
 // index returns the number of the set of the account whose key is key: the
 // key's high half scaled to the number of sets. In a table larger than a
-// page, set i is bucket i.
+// page, set i is bucket i, the account's first bucket.
 func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.sets >> 32 }
+
+// alt returns the other bucket of the account with ident id in bucket i
+// of a table larger than a page: its second bucket if i is its first, its
+// first if i is its second. The two add up to a number that the ident
+// picks, modulo the buckets, so that either gives the other without the
+// key: a hash of the ident, which comes from the key's low half, while its
+// first bucket comes from the high half, so the two are independent. An
+// account whose two buckets are one has one bucket.
+func (t *bucketTable) alt(i uint64, id uint32) uint64 {
+	h := uint64(uint32(id|1) * 0x9e3779b9) // the same whether moving in or not
+	sum := h*t.buckets>>32 + t.buckets - i
+	if sum >= t.buckets {
+		sum -= t.buckets
+	}
+	return sum
+}
 
 // bucket returns bucket i, allocating its page if it has none yet.
 func (t *bucketTable) bucket(i uint64) *bucket { return &t.page(i)[i%pageBuckets] }
@@ -162,13 +199,19 @@ type gone struct {
 	kind    LimitKind
 }
 
-// accountID is Event.Account for the account with ident id in set i:
-// unique among the accounts held at one time.
-func accountID(i uint64, id uint32) uint64 { return i<<32 | uint64(id) }
+// accountIDAt is Event.Account for the account with ident id in bucket k:
+// its ident and the lower of its two buckets (0 in a small table), unique
+// among the accounts held at one time and the same in either bucket.
+func (t *bucketTable) accountIDAt(k uint64, id uint32) uint64 {
+	if t.setBuckets != 1 {
+		return uint64(id)
+	}
+	return min(k, t.alt(k, id))<<32 | uint64(id)
+}
 
 // accountID is Event.Account for the account whose key is key.
 func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
-	return accountID(t.index(key), identOf(key, kind))
+	return t.accountIDAt(t.index(key), identOf(key, kind))
 }
 
 // maxWaits bounds how often findOrAdd looks again at a set where the
@@ -186,14 +229,41 @@ const maxWaits = 100
 
 // find returns the account with ident id in set i if the table holds it
 // and the set is one bucket (in a small table it returns false, leaving
-// the search to findOrAdd). It is small enough to be inlined into every
-// Debit.
+// the search to findOrAdd). It looks in the account's first bucket, i,
+// then in its second.
 func (t *bucketTable) find(i uint64, id uint32) (accountRef, bool) {
+	if ref, ok := t.findFirst(i, id); ok {
+		return ref, true
+	}
+	if t.setBuckets != 1 {
+		return accountRef{}, false
+	}
+	return t.findSecond(i, id)
+}
+
+// findFirst is find in the account's first bucket alone. It is small
+// enough to be inlined into every Debit, which looks no further: an
+// account held in its first bucket, as nine in ten are in a full table,
+// costs one cache line; findOrAdd finds the others.
+func (t *bucketTable) findFirst(i uint64, id uint32) (accountRef, bool) {
 	if t.setBuckets != 1 {
 		return accountRef{}, false
 	}
 	b := &t.pages[i/pageBuckets].Load()[i%pageBuckets]
 	for j := range slotsPerBucket { // places past the capacity stay empty
+		if b.ident[j].Load() == id {
+			return accountRef{b, j, id}, true
+		}
+	}
+	return accountRef{}, false
+}
+
+// findSecond is find's look in the second bucket of the account with
+// ident id whose first is i.
+func (t *bucketTable) findSecond(i uint64, id uint32) (accountRef, bool) {
+	k := t.alt(i, id)
+	b := &t.pages[k/pageBuckets].Load()[k%pageBuckets]
+	for j := range slotsPerBucket {
 		if b.ident[j].Load() == id {
 			return accountRef{b, j, id}, true
 		}
@@ -217,7 +287,7 @@ func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, first balance, s
 			yieldProcessor() // let the accounts moving in settle
 			continue
 		}
-		if ref, g, ok := t.add(i, p, id, first, s); ok {
+		if ref, g, ok := t.add(p, id, first, s); ok {
 			return ref, g, true
 		}
 	}
@@ -227,9 +297,12 @@ func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, first balance, s
 // replace it to act during the wait.
 var yieldProcessor = runtime.Gosched
 
-// place is a place in a set and the ident it held when victim chose it.
+// place is a place in a set, its bucket's number k, and the ident it
+// held when victim chose it: 0 if empty, a moving-in ident if relocate
+// emptied it for the caller.
 type place struct {
 	b   *bucket
+	k   uint64
 	j   int
 	old uint32
 }
@@ -237,7 +310,7 @@ type place struct {
 // add moves the account with ident id into place p of set i with the
 // balance first, in a generation of its own. It fails if another Debit
 // changed the place since victim chose it.
-func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe) (accountRef, gone, bool) {
+func (t *bucketTable) add(p place, id uint32, first balance, s *stripe) (accountRef, gone, bool) {
 	b, j := p.b, p.j
 	if !b.ident[j].CompareAndSwap(p.old, id&^1) {
 		return accountRef{}, gone{}, false
@@ -256,7 +329,11 @@ func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe
 		}
 	}
 	b.ident[j].Store(id)
-	if p.old == 0 {
+	switch {
+	case p.old == 0:
+		t.free.Add(-1)
+		fallthrough
+	case p.old&1 == 0: // emptied by relocate, which took an empty place
 		s.held.Add(1)
 		return accountRef{b, j, id}, gone{}, true
 	}
@@ -264,51 +341,234 @@ func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe
 	if !was.limited() {
 		return accountRef{b, j, id}, gone{}, true
 	}
-	return accountRef{b, j, id}, gone{accountID(i, p.old), kindOf(p.old)}, true
+	return accountRef{b, j, id}, gone{t.accountIDAt(p.k, p.old), kindOf(p.old)}, true
 }
 
 // victim looks in set i for the account with ident id, and for a place
 // for it should it have none. It returns the account's own place if the
-// set holds it; else the first empty place; else that of the account with
-// the earliest tat, which is the one with the most credit or the least
-// debt (the first such); a nil bucket if new accounts are moving into
-// every place. It also reports whether the account is moving in, added by
-// another Debit that has not finished. Places are filled in order and
-// never emptied, so the account's own place, held or moving in, comes
-// before every empty one; balances are read only when the set is full.
+// set holds it; else an empty place; else that of the account to recycle
+// (see rank); a nil bucket if new accounts are moving into every place.
+// It also reports whether the account is moving in, added by another
+// Debit that has not finished.
 func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bool) {
-	first, last := i*t.setBuckets, (i+1)*t.setBuckets
-	pg := t.page(first) // a set lies in one page: it is one bucket, or a small table
-	for k := first; k < last; k++ {
-		b := &pg[k%pageBuckets]
+	if t.setBuckets != 1 {
+		return t.victimSmall(id, now)
+	}
+	// Places are filled in order and never emptied, so in each bucket the
+	// account's own place, held or moving in, comes before every empty
+	// one; balances are read only when both buckets are full.
+	k2 := t.alt(i, id)
+	empty := place{}
+	for _, k := range [2]uint64{i, k2} {
+		b := t.bucket(k)
 		for j := range t.capacity(k) {
 			switch b.ident[j].Load() {
 			case id:
-				return place{b, j, id}, false
+				return place{b, k, j, id}, false
 			case 0:
-				return place{b, j, 0}, moving
+				if empty.b == nil {
+					empty = place{b, k, j, 0}
+				}
+			case id &^ 1:
+				moving = true
+			}
+		}
+		if k2 == i {
+			break
+		}
+	}
+	if empty.b != nil {
+		return empty, moving
+	}
+	if !moving && t.free.Load() > t.keep {
+		if p, ok := t.relocate(i, k2); ok {
+			return p, false
+		}
+	}
+	earliest := int64(0)
+	for _, k := range [2]uint64{i, k2} {
+		b := t.bucket(k)
+		for j := range t.capacity(k) {
+			switch v := b.ident[j].Load(); {
+			case v == id: // added by another Debit since the first look
+				return place{b, k, j, id}, false
+			case v == id&^1:
+				moving = true
+			case v&1 == 1: // not moving in
+				if r := t.rank(v, b.balance[j].Load(), now); p.b == nil || r < earliest {
+					p, earliest = place{b, k, j, v}, r
+				}
+			}
+		}
+		if k2 == i {
+			break
+		}
+	}
+	return p, moving
+}
+
+// rank orders the accounts of a full set for recycling: the one with the
+// lowest goes first. It is the account's tat, so that an account in
+// credit goes before one in debt, the one with the most credit first, and
+// of accounts in debt the one least in debt; for a request account, which
+// is refused rather than put in debt, it is the tat one second later, as
+// if the account owed the second's credit that a new account in its place
+// would give its network back. So a network asking faster than its
+// request allowance, whose account's tat stays near now, ranks as a
+// second in debt, behind every account in credit: recycling its account
+// would serve it another second's allowance at once.
+func (t *bucketTable) rank(id uint32, v uint64, now int64) int64 {
+	r := balance(v).tat(now)
+	if kindOf(id).request() {
+		r += requestRankShift
+	}
+	return r
+}
+
+// requestRankShift is what rank adds to the tat of a request account: a
+// second, the credit a request account holds at any rate of one request a
+// second or more.
+const requestRankShift = int64(time.Second)
+
+// victimSmall is victim for a table of one set, searched in order: the
+// account's place, else the first empty place, else that of the account
+// of lowest rank (the first such).
+func (t *bucketTable) victimSmall(id uint32, now int64) (p place, moving bool) {
+	pg := t.page(0) // a small table is one page
+	for k := range t.buckets {
+		b := &pg[k]
+		for j := range t.capacity(k) {
+			switch b.ident[j].Load() {
+			case id:
+				return place{b, k, j, id}, false
+			case 0:
+				return place{b, k, j, 0}, moving
 			case id &^ 1:
 				moving = true
 			}
 		}
 	}
 	earliest := int64(0)
-	for k := first; k < last; k++ {
-		b := &pg[k%pageBuckets]
+	for k := range t.buckets {
+		b := &pg[k]
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
 			case v == id: // added by another Debit since the first look
-				return place{b, j, id}, false
+				return place{b, k, j, id}, false
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
-				if tat := balance(b.balance[j].Load()).tat(now); p.b == nil || tat < earliest {
-					p, earliest = place{b, j, v}, tat
+				if r := t.rank(v, b.balance[j].Load(), now); p.b == nil || r < earliest {
+					p, earliest = place{b, k, j, v}, r
 				}
 			}
 		}
 	}
 	return p, moving
+}
+
+// relocate makes room in bucket a or b, both full, the two buckets of a
+// new account, by moving one of their accounts to its other bucket, where
+// it takes an empty place, or where room is made the same way first (up
+// to maxMoves moves in a chain, the shortest found). It returns the place
+// emptied, held by the caller (its ident is the moved account's, moving
+// in), and false if no such move could be made. It runs only while more
+// than 1 in 128 of the table's places were never filled (see free): so a
+// table fills to about 99% of its places, as a cuckoo hash table does,
+// before it recycles an account.
+func (t *bucketTable) relocate(a, b uint64) (place, bool) {
+	for depth := 1; depth <= maxMoves; depth++ {
+		for _, k := range [2]uint64{a, b} {
+			if p, ok := t.moveAside(k, depth, ^uint64(0)); ok {
+				return p, true
+			}
+			if a == b {
+				break
+			}
+		}
+	}
+	return place{}, false
+}
+
+// maxMoves bounds the accounts that relocate moves to make room for one:
+// up to 10 + 50 + 250 buckets looked at, only while the table has room.
+// Max-table-size distinct accounts are 97% held with one move at most,
+// 98.5% with two, 99% with three (near the most that two choices of five
+// places can hold).
+const maxMoves = 3
+
+// moveAside moves an account of bucket k (not one whose other bucket is
+// not) to its other bucket, which has an empty place or, with depth over
+// 1, is given one by moveAside, and returns the place it left, held by
+// the caller.
+func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
+	b := t.bucket(k)
+	for j := range t.capacity(k) {
+		y := b.ident[j].Load()
+		if y&1 == 0 {
+			continue // empty, or moving in
+		}
+		c := t.alt(k, y)
+		if c == k || c == not {
+			continue
+		}
+		if depth > 1 {
+			to, ok := t.moveAside(c, depth-1, k)
+			if !ok {
+				continue
+			}
+			v, ok := claim(b, j, y)
+			if !ok { // y has gone meanwhile: leave the place in c empty
+				to.b.ident[to.j].Store(0)
+				t.free.Add(1)
+				continue
+			}
+			put(to, y, v)
+			return place{b, k, j, y &^ 1}, true
+		}
+		bc := t.bucket(c)
+		for e := range t.capacity(c) {
+			if bc.ident[e].Load() != 0 {
+				continue
+			}
+			v, ok := claim(b, j, y)
+			if !ok {
+				break
+			}
+			if !bc.ident[e].CompareAndSwap(0, y&^1) {
+				b.ident[j].Store(y) // the place was taken meanwhile: y stays
+				break
+			}
+			t.free.Add(-1)
+			put(place{bc, c, e, 0}, y, v)
+			return place{b, k, j, y &^ 1}, true
+		}
+	}
+	return place{}, false
+}
+
+// claim takes the account with ident y out of place j of bucket b for a
+// move: its ident then reads as moving in, so that Debits seeking it wait,
+// and its balance, which it returns, is swapped into a new generation, so
+// that a Debit that read it before fails to change it.
+func claim(b *bucket, j int, y uint32) (balance, bool) {
+	if !b.ident[j].CompareAndSwap(y, y&^1) {
+		return 0, false
+	}
+	for {
+		v := balance(b.balance[j].Load())
+		if b.balance[j].CompareAndSwap(uint64(v), uint64(v.withGeneration(v.generation()+1))) {
+			return v, true
+		}
+	}
+}
+
+// put moves the account with ident y and balance v into place p, which the
+// caller holds (its ident moving in).
+func put(p place, y uint32, v balance) {
+	g := balance(p.b.balance[p.j].Load()).generation() + 1
+	p.b.balance[p.j].Store(uint64(v.withGeneration(g)))
+	p.b.ident[p.j].Store(y)
 }
 
 // sweepBuckets bounds the buckets that one sweep looks at: 2 MB of table,
@@ -339,7 +599,7 @@ func (t *bucketTable) sweep(now int64, before *[LimitKindLast]int64) (ended []go
 				continue // empty or moving in
 			}
 			if ref.quiet(now, before[kindOf(ref.id)]) {
-				ended = append(ended, gone{accountID(i/t.setBuckets, ref.id), kindOf(ref.id)})
+				ended = append(ended, gone{t.accountIDAt(i, ref.id), kindOf(ref.id)})
 			}
 		}
 	}

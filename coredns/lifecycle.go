@@ -10,8 +10,8 @@ var (
 	quietPeriod  = 60 * time.Second
 )
 
-// start makes the block live: its table metrics are reported, and its
-// ticker ends quiet episodes (so that their stop lines are logged and the
+// start makes the block live: its limiter's events come to its stats (see
+// keep.go), its table metrics are reported, and its ticker ends quiet episodes (so that their stop lines are logged and the
 // limited_accounts gauge falls back) and reports suppressed log lines.
 func (h *RRL) start() {
 	h.lifeMu.Lock()
@@ -20,6 +20,7 @@ func (h *RRL) start() {
 		return
 	}
 	h.started = true
+	limiters.join(h)
 	// The counters are made here rather than at setup, so that a
 	// configuration that fails to load leaves no series behind.
 	for _, l := range h.listeners {
@@ -56,8 +57,8 @@ func (h *RRL) tick() {
 }
 
 // stop takes the block out of service: its ticker ends (stop waits for it),
-// its table metrics go, and so do its counter series unless another block
-// has them. It is safe to call more than once, and before start.
+// its limiter goes unless another block has it, its table metrics go, and
+// so do its counter series unless another block has them. It is safe to call more than once, and before start.
 func (h *RRL) stop() {
 	h.lifeMu.Lock()
 	defer h.lifeMu.Unlock()
@@ -65,10 +66,12 @@ func (h *RRL) stop() {
 		return
 	}
 	h.stopped = true
+	h.ops.stop()
 	if h.tickStop != nil {
 		close(h.tickStop)
 		<-h.tickDone
 	}
+	limiters.leave(h)
 	liveInstances.remove(h.stats)
 	h.stats.release()
 }

@@ -39,11 +39,18 @@ type RRL struct {
 	zoneIndex  map[string]int // zone -> index in Zones, when there are many
 	listeners  []string       // the block's servers, as metrics.WithServer names them
 
+	shared   *sharedLimiter // the limiter and the blocks that use it (see keep.go)
+	settings string         // settingsString: a reload with the same keeps the limiter
+	// unprovenOpen: proven-requests-per-second without requests-per-second
+	unprovenOpen bool
+
 	lifeMu   sync.Mutex
 	started  bool
 	stopped  bool
 	tickStop chan struct{} // closed to stop the ticker
 	tickDone chan struct{} // closed by the ticker when it has stopped
+
+	ops *ops // status and log-limited (status.go); nil when neither is set
 }
 
 // zoneIndexFrom is the number of zones from which matchZone looks the
@@ -74,8 +81,10 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	}
 	h.stats = newInstanceStats(zones, opts.reportOnly)
 	h.stats.maxTableSize = maxTableSize(cfg)
-	cfg.SetObserver(h.stats.observe)
-	h.limiter = core.NewRRL(cfg)
+	h.settings = settingsString(cfg, opts)
+	h.unprovenOpen = unprovenOpen(cfg)
+	h.shared = newSharedLimiter(cfg, h.stats)
+	h.limiter = h.shared.limiter
 	h.stats.limiter = h.limiter
 	return h
 }

@@ -36,9 +36,14 @@ func setup(c *caddy.Controller) error {
 	if !h.active {
 		log.Warningf("no allowance set for %v: nothing will be limited", h.Zones)
 	}
+	if h.unprovenOpen {
+		log.Warningf("proven-requests-per-second is set for %v without requests-per-second: requests from unproven sources are not limited at all, so a client escapes its proven limit by sending no cookie; set requests-per-second too", h.Zones)
+	}
+	carried := limiters.adopt(h)
 	c.OnStartup(func() error {
 		h.traced = cfg.Handler("trace") != nil
 		h.start()
+		logCarry(h.Zones, carried)
 		restarts.started(gen, h)
 		return nil
 	})
@@ -46,6 +51,7 @@ func setup(c *caddy.Controller) error {
 	// replacement running nowhere: the old instance's OnRestartFailed stops
 	// it. OnShutdown runs on every reload and at the end; OnFinalShutdown
 	// only at the end; stop is safe to call more than once.
+	c.OnStartup(func() error { return h.ops.start(h) }) // status and log-limited (status.go)
 	c.OnRestart(func() error { restarts.begin(gen); return nil })
 	c.OnRestartFailed(func() error { restarts.failed(gen); return nil })
 	c.OnShutdown(func() error { h.stop(); restarts.done(gen); return nil })
@@ -56,6 +62,27 @@ func setup(c *caddy.Controller) error {
 		return h
 	})
 	return nil
+}
+
+// logCarry says, once the block has started, what a reload did with the
+// accounts of the block it replaced.
+func logCarry(zones []string, c carry) {
+	switch c {
+	case carryKept:
+		log.Infof("kept accounts for %v: its settings are unchanged", zones)
+	case carryReset:
+		log.Infof("reset accounts for %v: its settings or listeners changed, so its table starts empty", zones)
+	}
+}
+
+// unprovenOpen reports whether proven-requests-per-second limits requests
+// while requests-per-second does not: a request that carries no valid server
+// cookie over UDP is unproven, and unproven requests are then not limited at
+// all, so that a client limited as proven escapes by dropping its cookie.
+func unprovenOpen(cfg *core.Config) bool {
+	proven, _ := cfg.Value("proven-requests-per-second")
+	unproven, _ := cfg.Value("requests-per-second")
+	return proven != "0" && unproven == "0"
 }
 
 // listenHosts returns the hosts the server block listens on; no bind
@@ -94,6 +121,7 @@ func parse(c *caddy.Controller) (*RRL, error) {
 			return nil, err
 		}
 		h = newHandler(zones, cfg, opts)
+		h.ops = newOps(opts.ops)
 	}
 	if h == nil {
 		return nil, c.ArgErr()
@@ -141,6 +169,7 @@ type options struct {
 	reportOnly bool
 	secret     [16]byte
 	previous   *[16]byte
+	ops        opsOptions // status and log-limited (status.go)
 }
 
 // parseBlock reads the block after "rrl [ZONES...]". Each directive may
@@ -192,6 +221,10 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		opts.reportOnly = true
 	case kw == "cookie-secret":
 		return parseSecrets(c, opts, args)
+	case kw == "status":
+		return parseStatus(c, cfg, &opts.ops, args)
+	case kw == "log-limited":
+		return parseLogLimited(c, cfg, &opts.ops, args)
 	default:
 		return c.Errf("unknown property %q", kw)
 	}

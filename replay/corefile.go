@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,10 @@ type Corefile struct {
 	Zones         []string // fully qualified, lower case
 	ReportOnly    bool
 	CookieSecrets [][16]byte // current first, then the previous one
+
+	// ZoneFiles are the file directives of the rrl block's server block,
+	// whose zones ReadZones reads.
+	ZoneFiles []ZoneFile
 
 	// OtherBlocks are the zones of each later rrl block, which a replay
 	// does not apply: it replays one configuration.
@@ -55,6 +60,9 @@ func ParseCorefile(file string, r io.Reader) (*Corefile, error) {
 		}
 		if cf == nil {
 			cf = block
+			if cf.ZoneFiles, err = zoneFiles(file, b.Keys, b.Tokens); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		cf.OtherBlocks = append(cf.OtherBlocks, block.Zones)
@@ -133,6 +141,39 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 		return nil, err
 	}
 	return cf, nil
+}
+
+// zoneFiles returns the file directives of a server block, each path
+// joined to the block's root if relative, as the file plugin opens it.
+func zoneFiles(file string, keys []string, tokens map[string][]caddyfile.Token) ([]ZoneFile, error) {
+	root := ""
+	if toks := tokens["root"]; len(toks) > 0 {
+		d := caddyfile.NewDispenserTokens(file, toks)
+		if d.Next() && d.NextArg() {
+			root = d.Val()
+		}
+	}
+	var out []ZoneFile
+	d := caddyfile.NewDispenserTokens(file, tokens["file"])
+	for d.Next() {
+		at := fmt.Sprintf("%s:%d", d.File(), d.Line())
+		if !d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		path := d.Val()
+		origins, err := blockZones(d.RemainingArgs(), keys)
+		if err != nil {
+			return nil, d.Err(err.Error())
+		}
+		if !filepath.IsAbs(path) && root != "" {
+			path = filepath.Join(root, path)
+		}
+		out = append(out, ZoneFile{Path: path, Origins: origins, At: at})
+		for d.NextBlock() { // reload, fallthrough: nothing a replay needs
+			d.RemainingArgs()
+		}
+	}
+	return out, nil
 }
 
 // withinBlock refuses, as the plugin does, a zone on the rrl line that

@@ -17,8 +17,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// maxFrame bounds a dnstap frame: a DNS message and its metadata.
-const maxFrame = 96 << 10
+// maxFrame bounds a dnstap frame: a longer one is read through without
+// being held, and skipped.
+const maxFrame = MaxRecord
 
 // readDnstap replays a dnstap file (frame streams, unidirectional).
 func (r *Replay) readDnstap(in io.Reader) error {
@@ -33,7 +34,7 @@ func (r *Replay) readDnstap(in io.Reader) error {
 		case err == io.EOF:
 			return nil
 		case errors.Is(err, framestream.ErrDataFrameTooLarge):
-			r.skip(SkipBadRecord)
+			r.skip(SkipOversize)
 			continue
 		case err != nil:
 			r.skip(SkipBadRecord) // a cut or damaged file ends what can be read

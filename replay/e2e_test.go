@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +25,10 @@ import (
 // mode with its dnstap plugin writing to a replay's socket. Clients in
 // several networks flood it over UDP; the replay's counts, per category and
 // action, equal the plugin's metrics for the same traffic and settings.
+// One floods random names under a wildcard of the unsigned zone: the
+// replay reads the zone file from the Corefile, so that it charges those
+// answers to the wildcard, as the plugin does, though the traffic does not
+// show that they were synthesised.
 //
 // The allowances are fractions of a response per second so that the
 // decisions do not hang on the microseconds by which the server's clock and
@@ -74,7 +80,11 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := replay.New(replay.Options{Settings: cf.Settings, Zones: cf.Zones, CookieSecrets: cf.CookieSecrets})
+	zoneData, err := cf.ReadZones()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := replay.New(replay.Options{Settings: cf.Settings, Zones: cf.Zones, CookieSecrets: cf.CookieSecrets, ZoneData: zoneData})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +134,17 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 		{"127.0.4.1", "www.example.test.", dns.TypeMX, 20, false},     // NODATA
 		{"127.0.5.1", "www.example.test.", dns.TypeAAAA, 1, false},    // a client within its allowance
 		{"127.0.6.1", "www.example.test.", dns.TypeA, 10, true},       // over TCP, never response-limited
+		{"127.0.7.1", "r%x.wild.example.test.", dns.TypeA, 15, false}, // random names under a wildcard: one account
 	}
 	sent := 1 // the query that waited for CoreDNS
 	for _, f := range floods {
 		for i := 0; i < f.n; i++ {
 			name := f.name
-			if strings.Contains(name, "%d") {
+			switch {
+			case strings.Contains(name, "%d"):
 				name = fmt.Sprintf(name, i)
+			case strings.Contains(name, "%x"):
+				name = fmt.Sprintf(name, rand.Uint64())
 			}
 			if _, err := ask(server, f.from, name, f.qtype, f.tcp); err != nil {
 				t.Fatalf("%s asking %s: %v", f.from, name, err)
@@ -172,8 +186,15 @@ func TestCoreDNSEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if rep.Responses != int64(sent) || rep.Slipped == 0 || rep.Dropped == 0 || rep.LimitedNetworks != 4 || rep.Categories["answer"].Sent < 10 {
+	if rep.Responses != int64(sent) || rep.Slipped == 0 || rep.Dropped == 0 || rep.LimitedNetworks != 5 || rep.Categories["answer"].Sent < 10 {
 		t.Errorf("replay: %d responses of %d, %d slipped, %d dropped, %d networks limited", rep.Responses, sent, rep.Slipped, rep.Dropped, rep.LimitedNetworks)
+	}
+	var names []string
+	for _, l := range rep.Limited {
+		names = append(names, l.Name)
+	}
+	if !slices.Contains(names, "*.wild.example.test.") {
+		t.Errorf("the wildcard is not among the limited responses: %v", names)
 	}
 	if len(rep.Skipped) != 0 {
 		t.Errorf("skipped %v", rep.Skipped)

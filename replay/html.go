@@ -4,16 +4,19 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 )
 
 // WriteHTML writes reports as one self-contained HTML page (no scripts, no
-// fetches): the figures of each report, its charts drawn as inline SVG
-// (responses per second over time, sent against limited, overall and for
-// the most limited networks) and, for a sweep, the share of responses
-// limited against the swept value.
+// fetches): the figures of each report and its charts drawn as inline SVG,
+// per second of the traffic's time (UTC): responses sent, slipped and
+// dropped, requests refused and bytes cut, overall and for the most
+// limited networks; and, for a sweep, the share of responses limited
+// against the swept value.
 func WriteHTML(w io.Writer, reports []*Report) error {
 	page := htmlPage{Reports: reports}
 	if len(reports) > 1 {
@@ -34,9 +37,18 @@ type htmlPage struct {
 type htmlSection struct {
 	R        *Report
 	Cut      string
-	Overall  template.HTML
+	Overall  []template.HTML
 	Networks []template.HTML
 }
+
+// Colours of the series.
+const (
+	colorSent    = "#2a9d46"
+	colorSlipped = "#e08a00"
+	colorDropped = "#d62728"
+	colorRefused = "#7b3fb5"
+	colorCut     = "#1f5fb4"
+)
 
 func section(r *Report) htmlSection {
 	s := htmlSection{R: r, Cut: r.Bytes.cut()}
@@ -44,135 +56,277 @@ func section(r *Report) htmlSection {
 	if tl == nil {
 		return s
 	}
-	s.Overall = timeChart("Responses per second, all clients", tl, tl.Sent, tl.Limited)
+	per := perStep(tl.Step)
+	s.Overall = []template.HTML{
+		timeChart("Responses per "+per+", all clients", "responses per "+per, tl, []line{
+			{name: "sent", color: colorSent, values: tl.Sent},
+			{name: "slipped", color: colorSlipped, values: tl.Slipped},
+			{name: "dropped", color: colorDropped, values: tl.Dropped},
+		}),
+		timeChart("Requests refused (requests-per-second) per "+per+", all clients", "requests per "+per, tl, []line{
+			{name: "refused", color: colorRefused, values: tl.Refused},
+		}),
+		timeChart("Bytes of responses cut per "+per+", all clients", "bytes per "+per, tl, []line{
+			{name: "bytes cut", color: colorCut, values: tl.BytesCut},
+		}),
+	}
 	for _, n := range tl.Networks {
-		s.Networks = append(s.Networks, timeChart("Responses per second to "+n.Network, tl, n.Sent, n.Limited))
+		s.Networks = append(s.Networks, timeChart("Responses per "+per+" to "+n.Network, "responses per "+per, tl, []line{
+			{name: "sent", color: colorSent, values: n.Sent},
+			{name: "slipped", color: colorSlipped, values: n.Slipped},
+			{name: "dropped", color: colorDropped, values: n.Dropped},
+			{name: "requests refused", color: colorRefused, values: n.Refused},
+		}))
 	}
 	return s
 }
 
-// Chart geometry, in SVG user units.
+// perStep names the timeline's step: "second", or "16 s" once a long
+// capture has merged its seconds. Counts are charted per step, so that
+// they stay whole numbers.
+func perStep(step float64) string {
+	if step == 1 {
+		return "second"
+	}
+	return strconv.FormatFloat(step, 'g', -1, 64) + " s"
+}
+
+// Chart geometry, in SVG user units; the page scales a chart to its width.
 const (
-	chartW, chartH = 720.0, 220.0
-	padL, padR     = 56.0, 16.0
-	padT, padB     = 28.0, 36.0
+	chartW, chartH = 1200.0, 250.0
+	padL, padR     = 72.0, 40.0
+	padT, padB     = 28.0, 58.0
 )
 
 type line struct {
 	name, color string
-	values      []float64
+	values      []int64
 }
 
-// timeChart draws sent and limited responses per second over the timeline.
-func timeChart(title string, tl *Timeline, sent, limited []int64) template.HTML {
-	perSec := func(v []int64) []float64 {
-		out := make([]float64, len(v))
-		for i, x := range v {
-			out[i] = float64(x) / tl.Step
+// sparse reports whether a series is mostly zeros, but not all: it is then
+// drawn as points, which a line would turn into spikes.
+func sparse(v []int64) bool {
+	nonzero := 0
+	for _, x := range v {
+		if x != 0 {
+			nonzero++
 		}
-		return out
 	}
-	n := len(tl.Sent)
-	xlabel := func(i int) string {
-		return tl.Start.Add(time.Duration(float64(i) * tl.Step * float64(time.Second))).UTC().Format("15:04:05")
-	}
-	return chart(title, "responses/s", n, xlabel, []line{
-		{"sent", "#2a9d46", perSec(sent)},
-		{"limited (slipped or dropped)", "#d62728", perSec(limited)},
-	})
+	return nonzero > 0 && nonzero*2 < len(v)
 }
 
-// sweepChart draws the share of responses limited against the swept value.
+// svgChart is a chart being drawn: its plot area maps x in [x0, x1] and y
+// in [0, top].
+type svgChart struct {
+	b            strings.Builder
+	x0, x1, top  float64
+	logX         bool
+	plotW, plotH float64
+	legendX      float64
+}
+
+func newChart(title string) *svgChart {
+	c := &svgChart{plotW: chartW - padL - padR, plotH: chartH - padT - padB, legendX: padL}
+	fmt.Fprintf(&c.b, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %g %g" preserveAspectRatio="xMinYMin meet" role="img" aria-label="%s">`,
+		chartW, chartH, template.HTMLEscapeString(title))
+	fmt.Fprintf(&c.b, `<text x="%g" y="18" class="title">%s</text>`, padL, template.HTMLEscapeString(title))
+	return c
+}
+
+func (c *svgChart) x(v float64) float64 {
+	if c.logX {
+		v, lo, hi := math.Log10(v), math.Log10(c.x0), math.Log10(c.x1)
+		return padL + c.plotW*(v-lo)/(hi-lo)
+	}
+	if c.x1 == c.x0 {
+		return padL + c.plotW/2
+	}
+	return padL + c.plotW*(v-c.x0)/(c.x1-c.x0)
+}
+
+func (c *svgChart) y(v float64) float64 { return padT + c.plotH*(1-v/c.top) }
+
+// yAxis draws the grid and ticks of the y axis for values up to max, on
+// whole numbers when integer, and its label.
+func (c *svgChart) yAxis(maxV float64, integer bool, label string) {
+	step := niceStep(maxV / 4)
+	if integer {
+		step = max(1, math.Round(step))
+	}
+	c.top = max(step, math.Ceil(maxV/step)*step)
+	for v := 0.0; v <= c.top+step/2; v += step {
+		fmt.Fprintf(&c.b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" class="grid"/>`, padL, c.y(v), chartW-padR, c.y(v))
+		fmt.Fprintf(&c.b, `<text x="%g" y="%.1f" class="tick y" text-anchor="end">%s</text>`, padL-6, c.y(v)+4, strconv.FormatFloat(v, 'f', -1, 64))
+	}
+	mid := padT + c.plotH/2
+	fmt.Fprintf(&c.b, `<text x="14" y="%g" class="axis-label y" transform="rotate(-90 14 %g)" text-anchor="middle">%s</text>`, mid, mid, template.HTMLEscapeString(label))
+}
+
+// xTick draws a tick of the x axis at v.
+func (c *svgChart) xTick(v float64, label string) {
+	x := c.x(v)
+	fmt.Fprintf(&c.b, `<line x1="%.1f" y1="%g" x2="%.1f" y2="%g" class="axis"/>`, x, padT+c.plotH, x, padT+c.plotH+4)
+	fmt.Fprintf(&c.b, `<text x="%.1f" y="%g" class="tick x" text-anchor="middle">%s</text>`, x, padT+c.plotH+17, template.HTMLEscapeString(label))
+}
+
+func (c *svgChart) xLabel(label string) {
+	fmt.Fprintf(&c.b, `<text x="%g" y="%g" class="axis-label x" text-anchor="middle">%s</text>`, padL+c.plotW/2, padT+c.plotH+34, template.HTMLEscapeString(label))
+}
+
+// legend adds a series to the legend, as a bar for a line or a dot for
+// points.
+func (c *svgChart) legend(name, color string, points bool) {
+	y := chartH - 8.0
+	if points {
+		fmt.Fprintf(&c.b, `<circle cx="%g" cy="%g" r="4" fill="%s"/>`, c.legendX+6, y-4, color)
+	} else {
+		fmt.Fprintf(&c.b, `<rect x="%g" y="%g" width="12" height="4" fill="%s"/>`, c.legendX, y-6, color)
+	}
+	fmt.Fprintf(&c.b, `<text x="%g" y="%g" class="tick">%s</text>`, c.legendX+16, y, template.HTMLEscapeString(name))
+	c.legendX += 40 + 7*float64(len(name))
+}
+
+func (c *svgChart) html() template.HTML {
+	c.b.WriteString(`</svg>`)
+	return template.HTML(c.b.String())
+}
+
+// timeChart draws series of counts per step of the timeline: each as steps
+// (a count holds for its whole bucket), or as points at its non-zero
+// buckets when it is sparse. The x axis is the traffic's time in UTC, with
+// ticks on round times.
+func timeChart(title, unit string, tl *Timeline, lines []line) template.HTML {
+	c := newChart(title)
+	n := len(tl.Sent)
+	span := float64(n) * tl.Step
+	c.x0, c.x1 = 0, span
+	top := 1.0
+	for _, l := range lines {
+		for _, v := range l.values {
+			top = max(top, float64(v))
+		}
+	}
+	c.yAxis(top, true, unit)
+	every := tickEvery(span)
+	first := math.Ceil(float64(tl.Start.Unix())/every)*every - float64(tl.Start.Unix())
+	format := "15:04:05"
+	if math.Mod(every, 60) == 0 {
+		format = "15:04"
+	}
+	for v := first; v <= span+1e-9; v += every {
+		c.xTick(v, tl.Start.Add(time.Duration(v*float64(time.Second))).UTC().Format(format))
+	}
+	c.xLabel("time (UTC), from " + tl.Start.UTC().Format("2006-01-02 15:04:05") + ", " + perStep(tl.Step) + " per bucket")
+	for _, l := range lines {
+		points := sparse(l.values)
+		if points {
+			fmt.Fprintf(&c.b, `<g class="series points" data-series="%s" fill="%s">`, template.HTMLEscapeString(l.name), l.color)
+			for i, v := range l.values {
+				if v != 0 {
+					fmt.Fprintf(&c.b, `<circle cx="%.1f" cy="%.1f" r="3"/>`, c.x((float64(i)+0.5)*tl.Step), c.y(float64(v)))
+				}
+			}
+			c.b.WriteString(`</g>`)
+		} else {
+			var d strings.Builder
+			for i, v := range l.values {
+				x0, x1, y := c.x(float64(i)*tl.Step), c.x(float64(i+1)*tl.Step), c.y(float64(v))
+				if i == 0 {
+					fmt.Fprintf(&d, "M%.1f,%.1f", x0, y)
+				} else {
+					fmt.Fprintf(&d, "V%.1f", y)
+				}
+				fmt.Fprintf(&d, "H%.1f", x1)
+			}
+			fmt.Fprintf(&c.b, `<path class="series steps" data-series="%s" fill="none" stroke="%s" stroke-width="1.5" d="%s"/>`, template.HTMLEscapeString(l.name), l.color, d.String())
+		}
+		c.legend(l.name, l.color, points)
+	}
+	return c.html()
+}
+
+// tickEvery returns the time between ticks, in seconds, for a span of
+// seconds: a round step of the clock that gives at most ten ticks.
+func tickEvery(span float64) float64 {
+	for _, s := range []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400} {
+		if span/s <= 10 {
+			return s
+		}
+	}
+	return 86400 * math.Ceil(span/86400/10)
+}
+
+// sweepChart draws the share of responses limited against the swept
+// value, as points: on a log scale when every value is a positive number,
+// as rates are; on a linear one when a value is zero; else evenly spaced
+// in the sweep's order.
 func sweepChart(reports []*Report) template.HTML {
+	kw, _, _ := strings.Cut(reports[0].Setting, "=")
+	c := newChart("Share of responses limited, by " + kw)
+	xs := make([]float64, len(reports))
+	numeric, positive := true, true
+	for i, r := range reports {
+		_, v, _ := strings.Cut(r.Setting, "=")
+		f, err := strconv.ParseFloat(v, 64)
+		numeric = numeric && err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
+		positive = positive && f > 0
+		xs[i] = f
+	}
+	scale := ""
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	switch {
+	case numeric && positive:
+		c.logX, scale = true, " (log scale)"
+		pad := max(2, math.Pow(hi/lo, 0.05)) // hi/lo may be 1
+		if hi > lo {
+			pad = math.Pow(hi/lo, 0.05)
+		}
+		c.x0, c.x1 = lo/pad, hi*pad
+	case numeric && hi > lo: // a zero, as slip-ratio may be: a linear scale
+		pad := (hi - lo) / 20
+		c.x0, c.x1 = lo-pad, hi+pad
+	default: // not numbers (exempt-clients), or one value: in the sweep's order
+		for i := range xs {
+			xs[i] = float64(i)
+		}
+		c.x0, c.x1 = -0.5, float64(len(xs))-0.5
+	}
 	vals := make([]float64, len(reports))
 	for i, r := range reports {
 		if r.Responses > 0 {
 			vals[i] = 100 * float64(r.Slipped+r.Dropped) / float64(r.Responses)
 		}
 	}
-	label := func(i int) string {
-		_, v, _ := strings.Cut(reports[i].Setting, "=")
-		return v
+	c.yAxis(max(1, slices.Max(vals)), false, "% of responses limited")
+	for i, r := range reports {
+		_, v, _ := strings.Cut(r.Setting, "=")
+		c.xTick(xs[i], v)
 	}
-	kw, _, _ := strings.Cut(reports[0].Setting, "=")
-	return chart("Share of responses limited, by "+kw, "% limited", len(reports), label, []line{{"limited", "#d62728", vals}})
+	c.xLabel(kw + scale)
+	fmt.Fprintf(&c.b, `<g class="series points" data-series="limited" fill="%s">`, colorDropped)
+	for i, v := range vals {
+		fmt.Fprintf(&c.b, `<circle cx="%.1f" cy="%.1f" r="4"><title>%s: %.1f%%</title></circle>`, c.x(xs[i]), c.y(v), template.HTMLEscapeString(reports[i].Setting), v)
+	}
+	c.b.WriteString(`</g>`)
+	c.legend("limited (slipped or dropped)", colorDropped, true)
+	return c.html()
 }
 
-// chart draws lines over n points as an SVG line chart with axes, ticks
-// and a legend.
-func chart(title, unit string, n int, xlabel func(int) string, lines []line) template.HTML {
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %g %g" width="%g" height="%g" role="img" aria-label="%s">`,
-		chartW, chartH, chartW, chartH, template.HTMLEscapeString(title))
-	fmt.Fprintf(&b, `<text x="%g" y="18" class="title">%s</text>`, padL, template.HTMLEscapeString(title))
-	top := 0.0
-	for _, l := range lines {
-		for _, v := range l.values {
-			top = max(top, v)
-		}
-	}
-	top = niceCeil(top)
-	plotW, plotH := chartW-padL-padR, chartH-padT-padB
-	x := func(i int) float64 {
-		if n <= 1 {
-			return padL + plotW/2
-		}
-		return padL + plotW*float64(i)/float64(n-1)
-	}
-	y := func(v float64) float64 { return padT + plotH*(1-v/top) }
-	for k := 0; k <= 4; k++ {
-		v := top * float64(k) / 4
-		fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" class="grid"/>`, padL, y(v), chartW-padR, y(v))
-		fmt.Fprintf(&b, `<text x="%g" y="%.1f" class="tick" text-anchor="end">%s</text>`, padL-4, y(v)+4, strconv.FormatFloat(v, 'g', 4, 64))
-	}
-	ticks := min(n, 6)
-	for k := 0; k < ticks; k++ {
-		i := 0
-		if ticks > 1 {
-			i = k * (n - 1) / (ticks - 1)
-		}
-		anchor := "middle"
-		if ticks > 1 && k == ticks-1 {
-			anchor = "end"
-		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%g" class="tick" text-anchor="%s">%s</text>`, x(i), chartH-padB+16, anchor, template.HTMLEscapeString(xlabel(i)))
-	}
-	fmt.Fprintf(&b, `<text x="12" y="%g" class="tick" transform="rotate(-90 12 %g)" text-anchor="middle">%s</text>`, padT+plotH/2, padT+plotH/2, unit)
-	for li, l := range lines {
-		var pts strings.Builder
-		for i, v := range l.values {
-			fmt.Fprintf(&pts, "%.1f,%.1f ", x(i), y(v))
-		}
-		fmt.Fprintf(&b, `<polyline class="series" fill="none" stroke="%s" stroke-width="2" points="%s"/>`, l.color, strings.TrimSpace(pts.String()))
-		if len(l.values) == 1 {
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, x(0), y(l.values[0]), l.color)
-		}
-		lx := padL + 8 + float64(li)*220
-		fmt.Fprintf(&b, `<rect x="%g" y="%g" width="12" height="4" fill="%s"/><text x="%g" y="%g" class="tick">%s</text>`,
-			lx, chartH-12, l.color, lx+16, chartH-8, template.HTMLEscapeString(l.name))
-	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
-}
-
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (at least 1).
-func niceCeil(v float64) float64 {
-	if v <= 1 {
+// niceStep rounds v up to 1, 2 or 5 times a power of ten.
+func niceStep(v float64) float64 {
+	if !(v > 0) {
 		return 1
 	}
-	p := 1.0
-	for p*10 <= v {
-		p *= 10
-	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
 	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
+		if m*p >= v*(1-1e-9) {
 			return m * p
 		}
 	}
 	return 10 * p
 }
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"time": fmtTime, "cats": func() []string { return categoryNames[:] }, "total": (*Counts).total, "classType": (*TupleEntry).classType}).Parse(`<!DOCTYPE html>
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"time": fmtTime, "cats": func() []string { return categoryNames[:] }, "total": (*Counts).total, "classType": (*TupleEntry).classType, "cut": Bytes.cut}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>rrl-replay report</title>
 <style>
@@ -181,26 +335,28 @@ p{max-width:60em}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
 td,th{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:right;white-space:nowrap}
 td:first-child,th:first-child{text-align:left}
-svg.chart{display:block;margin:1em 0;background:#fafafa;border:1px solid #eee}
+svg.chart{display:block;width:100%;height:auto;margin:1em 0;background:#fafafa;border:1px solid #eee;box-sizing:border-box}
 svg .title{font-size:14px;font-weight:600}
 svg .tick{font-size:11px;fill:#555}
+svg .axis-label{font-size:12px;fill:#333}
 svg .grid{stroke:#e4e4e4}
+svg .axis{stroke:#999}
 </style></head><body>
 <h1>rrl-replay report</h1>
 {{if .Sweep}}<h2>Sweep</h2>
-<table><tr><th>setting</th><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th><th>requests dropped</th><th>limited networks</th><th>bytes sent</th></tr>
-{{range .Reports}}<tr><td>{{.Setting}}</td><td>{{.Responses}}</td><td>{{.Sent}}</td><td>{{.Slipped}}</td><td>{{.Dropped}}</td><td>{{.RequestsDropped}}</td><td>{{.LimitedNetworks}}</td><td>{{.Bytes.Sent}}</td></tr>
+<table><tr><th>setting</th><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th><th>requests dropped</th><th>limited networks</th><th>bytes sent</th><th>cut</th></tr>
+{{range .Reports}}<tr><td>{{.Setting}}</td><td>{{.Responses}}</td><td>{{.Sent}}</td><td>{{.Slipped}}</td><td>{{.Dropped}}</td><td>{{.RequestsDropped}}</td><td>{{.LimitedNetworks}}</td><td>{{.Bytes.Sent}}</td><td>{{cut .Bytes}}</td></tr>
 {{end}}</table>
 {{.Sweep}}{{end}}
 {{range .Sections}}{{$r := .R}}<section>
-<h2>{{if $r.Setting}}{{$r.Setting}}{{else}}Report{{end}}</h2>
+{{if $r.Setting}}<h2>{{$r.Setting}}</h2>{{end}}
 <p>Traffic from {{time $r.First}} to {{time $r.Last}}, {{$r.Packets}} packets. Settings: {{range $i, $s := $r.Settings}}{{if $i}}; {{end}}{{$s}}{{else}}none (nothing is limited){{end}}.
 {{if $r.Zones}}Zones: {{range $i, $z := $r.Zones}}{{if $i}}, {{end}}{{$z}}{{end}}{{end}} Cookies: {{$r.Cookies}}.</p>
 <table><tr><th>category</th><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th></tr>
 {{range cats}}{{$c := index $r.Categories .}}<tr><td>{{.}}</td><td>{{total $c}}</td><td>{{$c.Sent}}</td><td>{{$c.Slipped}}</td><td>{{$c.Dropped}}</td></tr>
 {{end}}<tr><th>all</th><th>{{$r.Responses}}</th><th>{{$r.Sent}}</th><th>{{$r.Slipped}}</th><th>{{$r.Dropped}}</th></tr></table>
 <p>Queries {{$r.Queries}}, dropped by requests-per-second {{$r.RequestsDropped}}, without a response in the input {{$r.Unanswered}}. Bytes of responses captured {{$r.Bytes.Captured}}, would have been sent {{$r.Bytes.Sent}} ({{.Cut}} cut). Networks limited at least once: {{$r.LimitedNetworks}}.</p>
-{{.Overall}}
+{{range .Overall}}{{.}}{{end}}
 {{range .Networks}}{{.}}{{end}}
 {{if $r.Networks}}<h3>Most limited networks</h3>
 <table><tr><th>network</th><th>sent</th><th>slipped</th><th>dropped</th><th>requests dropped</th><th>first limited</th><th>last limited</th></tr>

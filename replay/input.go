@@ -54,9 +54,9 @@ func (r *Replay) read(in io.Reader, mayGunzip bool) error {
 	case len(magic) < 4:
 		return ErrNotCapture
 	case bytes.Equal(magic, []byte{0x0a, 0x0d, 0x0d, 0x0a}):
-		return r.readPcapng(br)
+		return r.readPcapng(boundPcapng(br, r.skip))
 	case isPcapMagic(magic):
-		return r.readPcap(br)
+		return r.readPcap(boundPcap(br, r.skip))
 	case bytes.Equal(magic, []byte{0, 0, 0, 0}):
 		return r.readDnstap(br)
 	case magic[0] == 0x1f && magic[1] == 0x8b && mayGunzip:

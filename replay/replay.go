@@ -27,6 +27,11 @@ type Options struct {
 	// CookieSecrets validate the server cookies of queries (current secret
 	// first); without them a query's server cookie is assumed valid.
 	CookieSecrets [][16]byte
+	// ZoneData, if set, is what the server's file plugin serves (see
+	// Corefile.ReadZones): a response it synthesised from a wildcard is
+	// charged to the wildcard, as the plugin charges it. Without it, only
+	// a signed wildcard answer is known as one.
+	ZoneData *ZoneData
 	// ServerPort tells the server's side of a packet; 0 means 53.
 	ServerPort uint16
 	// Top is how many networks and tuples the report lists; 0 means 10,
@@ -270,7 +275,9 @@ func (r *Replay) response(m *Message) {
 	}
 }
 
-// tuple classifies a response with miekgrrl.Tuple, as the servers do.
+// tuple classifies a response with miekgrrl.Tuple, as the servers do, with
+// the wildcard origin the zone data tells, as the file plugin tells it to
+// the CoreDNS plugin.
 func (r *Replay) tuple(wire []byte) (rrl.ResponseTuple, bool) {
 	if t, ok := r.memo.get(wire); ok {
 		return t, true
@@ -278,7 +285,12 @@ func (r *Replay) tuple(wire []byte) (rrl.ResponseTuple, bool) {
 	if err := r.msg.Unpack(wire); err != nil {
 		return rrl.ResponseTuple{}, false
 	}
-	t := miekgrrl.Tuple(nil, &r.msg, "")
+	origin := ""
+	if r.opts.ZoneData != nil && r.msg.Rcode == dns.RcodeSuccess && len(r.msg.Question) > 0 {
+		q := r.msg.Question[0]
+		origin = r.opts.ZoneData.WildcardOrigin(q.Name, q.Qtype)
+	}
+	t := miekgrrl.Tuple(nil, &r.msg, origin)
 	r.memo.put(wire, t)
 	return t, true
 }

@@ -146,6 +146,7 @@ func (b *reportBuilder) query(at time.Time, n netip.Prefix, dropped bool) {
 	}
 	b.rep.RequestsDropped++
 	b.network(n, at).RequestsDropped++
+	b.timeline.refuse(at, n)
 }
 
 // response records the fate of one response of the given size; denied
@@ -154,13 +155,15 @@ func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTu
 	b.rep.Bytes.Captured += int64(size)
 	cat := t.AllowanceCategory
 	b.cats[cat].add(act)
+	sent := int64(0)
 	switch act {
 	case rrl.Send:
-		b.rep.Bytes.Sent += int64(size)
+		sent = int64(size)
 	case rrl.Slip:
-		b.rep.Bytes.Sent += int64(slipSize)
+		sent = int64(slipSize)
 	}
-	b.timeline.add(at, n, act != rrl.Send)
+	b.rep.Bytes.Sent += sent
+	b.timeline.add(at, n, act, int64(size)-sent)
 	e := b.networks[n]
 	if act != rrl.Send && e == nil {
 		e = b.network(n, at)

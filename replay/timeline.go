@@ -3,15 +3,24 @@ package replay
 import (
 	"net/netip"
 	"time"
+
+	"github.com/dnsrrl/rrl"
 )
 
-// Timeline counts responses sent and limited (slipped or dropped) per step
-// of time from Start, overall and for the most limited networks.
+// Timeline counts, per step of time from Start, the responses sent,
+// slipped and dropped, the requests refused (dropped by
+// requests-per-second) and the bytes of responses cut (not sent, or sent
+// as a slip's smaller reply), overall and for the most limited networks.
+// Limited is Slipped plus Dropped.
 type Timeline struct {
 	Start    time.Time       `json:"start"`
 	Step     float64         `json:"step_seconds"`
 	Sent     []int64         `json:"sent"`
 	Limited  []int64         `json:"limited"`
+	Slipped  []int64         `json:"slipped"`
+	Dropped  []int64         `json:"dropped"`
+	Refused  []int64         `json:"refused"`
+	BytesCut []int64         `json:"bytes_cut"`
 	Networks []NetworkSeries `json:"networks,omitempty"`
 }
 
@@ -21,6 +30,9 @@ type NetworkSeries struct {
 	Network string  `json:"network"`
 	Sent    []int64 `json:"sent"`
 	Limited []int64 `json:"limited"`
+	Slipped []int64 `json:"slipped"`
+	Dropped []int64 `json:"dropped"`
+	Refused []int64 `json:"refused"`
 }
 
 // Bounds of the timeline: buckets before they are merged in pairs, and
@@ -30,36 +42,70 @@ const (
 	trackedNetworks = 16
 )
 
-type series struct {
-	sent, limited []int64
-	weight        int64 // limited responses counted, for the choice of networks
+// bucket is one step of a series.
+type bucket struct {
+	sent, slipped, dropped, refused, cut int64
 }
 
-func (s *series) add(i int, limited bool) {
-	for len(s.sent) <= i {
-		s.sent, s.limited = append(s.sent, 0), append(s.limited, 0)
+func (b *bucket) merge(o bucket) {
+	b.sent, b.slipped, b.dropped = b.sent+o.sent, b.slipped+o.slipped, b.dropped+o.dropped
+	b.refused, b.cut = b.refused+o.refused, b.cut+o.cut
+}
+
+type series struct {
+	buckets []bucket
+	weight  int64 // limited responses and refused requests counted, for the choice of networks
+}
+
+// at returns the bucket i, making the series that long.
+func (s *series) at(i int) *bucket {
+	for len(s.buckets) <= i {
+		s.buckets = append(s.buckets, bucket{})
 	}
-	if limited {
-		s.limited[i]++
-		s.weight++
-	} else {
-		s.sent[i]++
+	return &s.buckets[i]
+}
+
+// add counts a response's fate, and the bytes it cut, in bucket i.
+func (s *series) add(i int, act rrl.Action, cut int64) {
+	b := s.at(i)
+	b.cut += cut
+	switch act {
+	case rrl.Send:
+		b.sent++
+		return
+	case rrl.Slip:
+		b.slipped++
+	default:
+		b.dropped++
 	}
+	s.weight++
+}
+
+// refuse counts a refused request in bucket i.
+func (s *series) refuse(i int) {
+	s.at(i).refused++
+	s.weight++
 }
 
 // halve merges the buckets in pairs.
 func (s *series) halve() {
-	for i := 0; i < len(s.sent); i++ {
-		j := i / 2
+	for i := range s.buckets {
 		if i%2 == 0 {
-			s.sent[j], s.limited[j] = s.sent[i], s.limited[i]
+			s.buckets[i/2] = s.buckets[i]
 		} else {
-			s.sent[j] += s.sent[i]
-			s.limited[j] += s.limited[i]
+			s.buckets[i/2].merge(s.buckets[i])
 		}
 	}
-	n := (len(s.sent) + 1) / 2
-	s.sent, s.limited = s.sent[:n], s.limited[:n]
+	s.buckets = s.buckets[:(len(s.buckets)+1)/2]
+}
+
+// column returns one count of each of the first n buckets.
+func (s *series) column(n int, f func(*bucket) int64) []int64 {
+	out := make([]int64, n)
+	for i := range min(n, len(s.buckets)) {
+		out[i] = f(&s.buckets[i])
+	}
+	return out
 }
 
 // timelineBuilder keeps the overall series and those of up to
@@ -78,22 +124,37 @@ func newTimelineBuilder() timelineBuilder {
 	return timelineBuilder{step: int64(time.Second), networks: make(map[netip.Prefix]*series)}
 }
 
-func (t *timelineBuilder) add(at time.Time, n netip.Prefix, limited bool) {
-	if t.start.IsZero() {
-		t.start = at.Truncate(time.Second)
-	}
+// add counts a response of network n at the time at, its fate and the
+// bytes it cut.
+func (t *timelineBuilder) add(at time.Time, n netip.Prefix, act rrl.Action, cut int64) {
 	i := t.bucket(at)
-	t.all.add(i, limited)
+	t.all.add(i, act, cut)
 	s := t.networks[n]
-	if s == nil && limited {
+	if s == nil && act != rrl.Send {
 		s = t.track(n)
 	}
 	if s != nil {
-		s.add(i, limited)
+		s.add(i, act, cut)
 	}
 }
 
+// refuse counts a request of network n refused at the time at.
+func (t *timelineBuilder) refuse(at time.Time, n netip.Prefix) {
+	i := t.bucket(at)
+	t.all.refuse(i)
+	s := t.networks[n]
+	if s == nil {
+		s = t.track(n)
+	}
+	s.refuse(i)
+}
+
+// bucket returns the bucket of the time at, the first time setting the
+// start (on a whole second) and a later one growing the step as needed.
 func (t *timelineBuilder) bucket(at time.Time) int {
+	if t.start.IsZero() {
+		t.start = at.Truncate(time.Second)
+	}
 	d := int64(at.Sub(t.start))
 	if d < 0 {
 		return 0
@@ -131,21 +192,28 @@ func (t *timelineBuilder) build(top []*NetworkEntry, k int) *Timeline {
 	if t.start.IsZero() {
 		return nil
 	}
-	tl := &Timeline{Start: t.start, Step: time.Duration(t.step).Seconds(), Sent: t.all.sent, Limited: t.all.limited}
+	n := len(t.all.buckets)
+	tl := &Timeline{Start: t.start, Step: time.Duration(t.step).Seconds(),
+		Sent:     t.all.column(n, func(b *bucket) int64 { return b.sent }),
+		Limited:  t.all.column(n, func(b *bucket) int64 { return b.slipped + b.dropped }),
+		Slipped:  t.all.column(n, func(b *bucket) int64 { return b.slipped }),
+		Dropped:  t.all.column(n, func(b *bucket) int64 { return b.dropped }),
+		Refused:  t.all.column(n, func(b *bucket) int64 { return b.refused }),
+		BytesCut: t.all.column(n, func(b *bucket) int64 { return b.cut }),
+	}
 	for _, e := range top {
 		if len(tl.Networks) >= k {
 			break
 		}
 		if s := t.networks[e.prefix]; s != nil {
-			tl.Networks = append(tl.Networks, NetworkSeries{Network: e.Network, Sent: pad(s.sent, len(tl.Sent)), Limited: pad(s.limited, len(tl.Sent))})
+			tl.Networks = append(tl.Networks, NetworkSeries{Network: e.Network,
+				Sent:    s.column(n, func(b *bucket) int64 { return b.sent }),
+				Limited: s.column(n, func(b *bucket) int64 { return b.slipped + b.dropped }),
+				Slipped: s.column(n, func(b *bucket) int64 { return b.slipped }),
+				Dropped: s.column(n, func(b *bucket) int64 { return b.dropped }),
+				Refused: s.column(n, func(b *bucket) int64 { return b.refused }),
+			})
 		}
 	}
 	return tl
-}
-
-func pad(v []int64, n int) []int64 {
-	for len(v) < n {
-		v = append(v, 0)
-	}
-	return v
 }

@@ -6,7 +6,11 @@
 // Usage:
 //
 //	rrl-example-server [-port 5300] [-rate 5] [-slip 2] [-window 15] [-requests 0] [-proven-requests r]
-//	                   [-secret hex] [-report-only] [-v]
+//	                   [-secret hex] [-report-only] [-status host:port] [-v]
+//
+// With -status, it serves the accounts being limited now as JSON at
+// http://host:port/rrl/limited (miekgrrl.LimitedHandler): query n (how
+// many) and order (debt or refused).
 package main
 
 import (
@@ -16,6 +20,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -38,6 +43,7 @@ type options struct {
 	proven     string // proven-requests-per-second; "" to leave it at requests-per-second
 	secret     [16]byte
 	reportOnly bool
+	status     string // host:port of the HTTP status endpoint; "" for none
 	verbose    bool
 	now        func() time.Time // the limiter's clock; nil for the real one
 	onDecision func(miekgrrl.Decision)
@@ -72,6 +78,7 @@ func parseFlags(args []string) (options, error) {
 	proven := fs.String("proven-requests", "", "proven-requests-per-second: requests over TCP or with a valid server cookie (default: -requests)")
 	secret := fs.String("secret", "", "cookie secret, 32 hex digits (default: random)")
 	reportOnly := fs.Bool("report-only", false, "send every response; only log what would be limited")
+	status := fs.String("status", "", "serve the accounts being limited now as JSON at http://`host:port`/rrl/limited")
 	verbose := fs.Bool("v", false, "log every decision")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -84,6 +91,7 @@ func parseFlags(args []string) (options, error) {
 		requests:   *requests,
 		proven:     *proven,
 		reportOnly: *reportOnly,
+		status:     *status,
 		verbose:    *verbose,
 	}
 	if _, err := o.config(); err != nil {
@@ -119,12 +127,15 @@ func (o options) config() (*rrl.Config, error) {
 	if o.now != nil {
 		cfg.SetNowFunc(o.now)
 	}
+	cfg.SetRecordLimited(o.status != "")
 	return cfg, nil
 }
 
 // server is a running example server.
 type server struct {
 	udp, tcp *dns.Server
+	status   *http.Server // nil without -status
+	statusLn net.Listener
 	limiter  *rrl.RRL
 	cookies  *miekgrrl.Cookies
 	settings string // the limiter's settings that the flags set, as it holds them
@@ -179,7 +190,27 @@ func start(o options) (*server, error) {
 		}()
 		<-started
 	}
+	if o.status != "" {
+		if err := s.serveStatus(o.status); err != nil {
+			s.shutdown()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// serveStatus serves the limited accounts over HTTP at addr.
+func (s *server) serveStatus(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("-status: %v", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/rrl/limited", miekgrrl.LimitedHandler(s.limiter))
+	s.status, s.statusLn = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln
+	log.Printf("serving the accounts being limited at http://%s/rrl/limited", ln.Addr())
+	go s.status.Serve(ln)
+	return nil
 }
 
 // flagSettings lists the settings of cfg that the flags set, read back
@@ -201,9 +232,15 @@ func flagSettings(cfg *rrl.Config) string {
 	return strings.Join(s, ", ")
 }
 
+// statusAddr is the address the status endpoint listens on.
+func (s *server) statusAddr() string { return s.statusLn.Addr().String() }
+
 func (s *server) shutdown() {
 	s.udp.Shutdown()
 	s.tcp.Shutdown()
+	if s.status != nil {
+		s.status.Close()
+	}
 }
 
 // logDecision logs each decision, then passes it on to next if set.

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -82,10 +83,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var c cli
 	fs := flag.NewFlagSet("rrl-replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
+	help := func() {
 		fmt.Fprintf(stderr, usage, wrap(strings.Join(rrl.Keywords(), ", "), 72, "\n  "))
 		fs.PrintDefaults()
 	}
+	fs.Usage = func() {} // after a bad flag, its error and a hint (below), not the help
 	fs.Var(&c.sets, "set", "a setting as `keyword=value`, such as responses-per-second=5 (repeatable)")
 	fs.StringVar(&c.corefile, "corefile", "", "take the settings and zones from the first rrl block of this Corefile")
 	fs.StringVar(&c.sweep, "sweep", "", "replay once per value of a setting, `keyword=v1,v2,...`, and compare")
@@ -100,19 +102,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.quiet, "q", false, "no progress line on stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			help()
 			return 0
 		}
-		return 2
+		fmt.Fprintln(stderr, hint)
+		return exitUsage
 	}
 	files := fs.Args()
 	if (len(files) == 0) == (c.listen == "") {
 		fmt.Fprintln(stderr, "rrl-replay: give capture files or -listen, not both or neither (-h for help)")
-		return 2
+		return exitUsage
+	}
+	if c.listen != "" {
+		if _, _, err := replay.ListenAddr(c.listen); err != nil {
+			fmt.Fprintf(stderr, "rrl-replay: -listen %v\n", err)
+			return exitUsage
+		}
 	}
 	opts, otherBlocks, err := c.options()
 	if err != nil {
 		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	for _, zones := range otherBlocks {
 		fmt.Fprintf(stderr, "rrl-replay: %s: the rrl block for %s is not replayed; only the first block is (one configuration a replay)\n",
@@ -121,16 +131,84 @@ func run(args []string, stdout, stderr io.Writer) int {
 	r, err := replay.New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
-		return 2
+		return exitUsage
 	}
 	stopProgress := progress(r, stderr, c.quiet)
 	err = c.replay(r, files, stderr)
 	stopProgress()
 	if err != nil {
 		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
-		return 1
+		if packets, _ := r.Stats(); packets > 0 {
+			// What arrived before the failure is reported all the same.
+			fmt.Fprintln(stderr, "rrl-replay: reporting what was read")
+			c.write(r.Reports(), stdout, stderr)
+		}
+		return exitFailed
 	}
-	return c.write(r.Reports(), stdout, stderr)
+	reports := r.Reports()
+	if code := c.write(reports, stdout, stderr); code != 0 {
+		return code
+	}
+	return check(reports[0], stderr)
+}
+
+// Exit statuses.
+const (
+	exitFailed  = 1 // an input could not be read, or is not a capture
+	exitUsage   = 2 // a bad flag, setting or Corefile
+	exitDamaged = 3 // the input is damaged: the report covers what could be read
+	exitNothing = 4 // nothing was replayed: no query or response matched
+)
+
+// hint follows the one-line error of a bad flag.
+const hint = "run rrl-replay -h for help"
+
+// check warns on stderr of what the report alone would hide, and returns
+// the exit status that says it: a damaged input (such as a file cut
+// short), else nothing replayed (a zone or port that matches nothing).
+func check(rep *replay.Report, stderr io.Writer) int {
+	code := 0
+	if rep.Queries == 0 && rep.Responses == 0 {
+		fmt.Fprintf(stderr, "rrl-replay: warning: no query or response was replayed, of %d packets read%s\n", rep.Packets, skipReasons(rep.Skipped))
+		code = exitNothing
+	}
+	// Damage comes first: it may be why nothing was replayed.
+	if n := rep.Skipped[replay.SkipBadRecord] + rep.Skipped[replay.SkipOversize]; n > 0 {
+		fmt.Fprintf(stderr, "rrl-replay: warning: the input is damaged (cut short?): %d unreadable or oversize capture records; the report covers what could be read\n", n)
+		code = exitDamaged
+	}
+	return code
+}
+
+// skipReasons lists the reasons packets were skipped, the most common
+// first, with a hint at the flag that decides the two a user can change.
+func skipReasons(skipped map[string]int64) string {
+	reasons := make([]string, 0, len(skipped))
+	for k := range skipped {
+		reasons = append(reasons, k)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if skipped[reasons[i]] != skipped[reasons[j]] {
+			return skipped[reasons[i]] > skipped[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	var b strings.Builder
+	for i, k := range reasons {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d %s", skipped[k], k)
+		switch k {
+		case replay.SkipNotDNSPort:
+			b.WriteString(" (see -server-port)")
+		case replay.SkipOutOfZone:
+			b.WriteString(" (see -zones, or the Corefile's zones)")
+		}
+	}
+	return b.String()
 }
 
 // options turns the flags into replay options, and returns the zones of
@@ -155,6 +233,9 @@ func (c *cli) options() (replay.Options, [][]string, error) {
 			return opts, nil, err
 		}
 		opts.Settings, opts.Zones, opts.CookieSecrets = cf.Settings, cf.Zones, cf.CookieSecrets
+		if opts.ZoneData, err = cf.ReadZones(); err != nil {
+			return opts, nil, err
+		}
 		otherBlocks = cf.OtherBlocks
 	}
 	for _, s := range c.sets {

@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dnsrrl/rrl/replay"
 )
 
 const sample = "../../testdata/sample.pcap"
@@ -43,7 +47,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-corefile", "nonexistent.Corefile", sample}, 2, "nonexistent.Corefile"},
 		{[]string{"main.go"}, 1, "rrl-replay: main.go: not a pcap, pcapng or dnstap file\n"},
 		{[]string{"."}, 1, "rrl-replay: .: read .: is a directory\n"},
-		{[]string{"-listen", "udp:1.2.3.4:5"}, 1, "want unix:/path/to/socket or tcp:127.0.0.1:PORT"},
+		{[]string{"-listen", "udp:1.2.3.4:5"}, 2, "want unix:/path/to/socket or tcp:127.0.0.1:PORT"},
+		{[]string{"-listen", "foo:/x"}, 2, `rrl-replay: -listen "foo:/x": want unix:/path/to/socket`},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 {
@@ -204,5 +209,88 @@ func TestStdin(t *testing.T) {
 		if code != 0 || got != want {
 			t.Errorf("%s on stdin: exit %d, %s\nreport:\n%s\nwant the file's:\n%s", name, code, stderr, got, want)
 		}
+	}
+}
+
+// After a bad flag, its one-line error and a one-line hint, not the help.
+func TestBadFlagHint(t *testing.T) {
+	code, _, stderr := runCLI(t, "-no-such-flag", sample)
+	want := "flag provided but not defined: -no-such-flag\nrun rrl-replay -h for help\n"
+	if code != 2 || stderr != want {
+		t.Errorf("exit %d, %q; want exit 2 and %q", code, stderr, want)
+	}
+}
+
+// A capture cut short is reported, with a warning on stderr and exit 3.
+func TestCutCapture(t *testing.T) {
+	raw, err := os.ReadFile(sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.pcap")
+	if err := os.WriteFile(cut, raw[:1000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "-q", cut)
+	if code != 3 || !strings.Contains(stderr, "warning: the input is damaged") || !strings.Contains(stdout, "unreadable capture record: 1") {
+		t.Errorf("exit %d, stderr %q, report:\n%s", code, stderr, stdout)
+	}
+}
+
+// A zone or a port that matches nothing warns, naming the reason, and
+// exits 4, with the all-zero report.
+func TestNothingReplayed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-zones", "example.net"}, "no query or response was replayed, of 2021 packets read: 2000 outside the limited zones (see -zones, or the Corefile's zones)"},
+		{[]string{"-server-port", "5353"}, "no query or response was replayed, of 2021 packets read: 2021 not to or from the server port (see -server-port)"},
+	} {
+		code, stdout, stderr := runCLI(t, append(append([]string{"-q"}, c.args...), sample)...)
+		if code != 4 || !strings.Contains(stderr, c.want) || !strings.Contains(stdout, "skipped") {
+			t.Errorf("%q: exit %d, stderr %q; want exit 4 and %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// A record declaring 4 GiB on the standard input, a pipe, is read through
+// without being held: the replay allocates less than 200 MB, counts the
+// record and says the input is damaged.
+func TestStdinBomb(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	go func() {
+		defer pw.Close()
+		le := binary.LittleEndian
+		head := le.AppendUint32(nil, 0xa1b2c3d4)
+		for _, v := range []uint32{0x00040002, 0, 0, 0xffffffff, 1, 0, 0, 0xffffffff, 0xffffffff} {
+			head = le.AppendUint32(head, v)
+		}
+		if _, err := pw.Write(head); err != nil {
+			return
+		}
+		zeros := make([]byte, 1<<20)
+		for range 224 {
+			if _, err := pw.Write(zeros); err != nil {
+				return
+			}
+		}
+	}()
+	stdin := os.Stdin
+	os.Stdin = pr
+	defer func() { os.Stdin = stdin }()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, stdout, stderr := runCLI(t, "-q", "-json", "-")
+	runtime.ReadMemStats(&after)
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 200<<20 {
+		t.Errorf("%d MiB allocated, want at most 200", alloc>>20)
+	}
+	if code != 3 || !strings.Contains(stdout, replay.SkipOversize+`": 1`) {
+		t.Errorf("exit %d, %s\n%s", code, stderr, stdout)
 	}
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/dnsrrl/rrl/miekgrrl"
+	"github.com/miekg/dns"
+)
+
+// TestStatus floods the example server over UDP and reads who is limited
+// from its -status endpoint with an HTTP client.
+func TestStatus(t *testing.T) {
+	s, port, _ := startTestServer(t, func(o *options) { o.status = "127.0.0.1:0" })
+	c := &dns.Client{Net: "udp", Timeout: 200e6}
+	q := new(dns.Msg).SetQuestion("www.example.org.", dns.TypeA)
+	for range 6 { // 1 per second allowed, clock stopped: 5 slipped
+		c.Exchange(q, "127.0.0.1:"+port)
+	}
+	resp, err := http.Get("http://" + s.statusAddr() + "/rrl/limited?order=refused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Limited []miekgrrl.LimitedJSON }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body.Limited) != 1 {
+		t.Fatalf("limited = %+v, want one account", body.Limited)
+	}
+	got := body.Limited[0]
+	want := miekgrrl.LimitedJSON{Network: "127.0.0.0/24", Limit: "responses-per-second", Name: "www.example.org.",
+		Type: "A", Class: "IN", Since: got.Since, DebtSeconds: got.DebtSeconds, Refused: 5}
+	if got != want || got.DebtSeconds <= 0 {
+		t.Errorf("limited %+v\nwant    %+v (in debt)", got, want)
+	}
+}
+
+func TestStatusFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-status", "127.0.0.1:8053"})
+	if err != nil || o.status != "127.0.0.1:8053" {
+		t.Errorf("-status: %q, %v", o.status, err)
+	}
+	if _, err := start(options{addr: "127.0.0.1:0", rate: "1", status: "127.0.0.1:99999"}); err == nil {
+		t.Error("a bad -status address started")
+	}
+}
