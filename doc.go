@@ -66,7 +66,9 @@
 //
 // Besides the response accounts, requests-per-second limits every request
 // from a client network, over any transport (proven-requests-per-second,
-// once set, gives the requests of proven sources an account of their own),
+// once set, gives the requests of proven sources an account of their own;
+// set requests-per-second with it, or unproven requests are not limited and
+// a client escapes the proven limit by dropping its cookie),
 // and all-per-second limits all UDP responses to a client network
 // together; either one, exceeded, drops the response (all-per-second never
 // slips). A request account sinks into no debt: a refused request is not

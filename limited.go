@@ -138,41 +138,52 @@ func (r *RRL) startEpisode(rec *limitedRecord, n network, t *ResponseTuple, key 
 		return // the empty place's key: never a hash in practice
 	}
 	line, first := rec.line(key)
-	w := r.recordVictim(rec, line, first, key, now)
-	e := &rec.entries[first+w]
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.key, e.kind, e.net, e.since = key, kind, n, now
-	e.class, e.qtype, e.name = 0, 0, ""
-	if t != nil {
-		e.class, e.qtype, e.name = tupleKey(t)
+	for range recordWays { // another episode may claim the place first
+		w, old := r.recordVictim(rec, line, first, key, now)
+		e := &rec.entries[first+w]
+		e.mu.Lock()
+		// Claimed under the entry's lock: Limited, which reads the key
+		// and then locks the entry, never pairs the new key with the
+		// old account's entry.
+		if line[w].key.CompareAndSwap(old, key) {
+			line[w].refused.Store(1)
+			e.key, e.kind, e.net, e.since = key, kind, n, now
+			e.class, e.qtype, e.name = 0, 0, ""
+			if t != nil {
+				e.class, e.qtype, e.name = tupleKey(t)
+			}
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
 	}
-	line[w].refused.Store(1)
-	line[w].key.Store(key)
 }
 
 // recordVictim returns the way of line (whose first place is first) that
-// the account key takes.
-func (r *RRL) recordVictim(rec *limitedRecord, line *recordLine, first int, key uint64, now int64) int {
+// the account key takes, and the key it holds now.
+func (r *RRL) recordVictim(rec *limitedRecord, line *recordLine, first int, key uint64, now int64) (int, uint64) {
 	for w := range line {
 		if k := line[w].key.Load(); k == key || k == 0 {
-			return w
+			return w, k
 		}
 	}
-	fewest := 0
+	fewest, fewestKey := 0, uint64(0)
 	for w := range line {
 		e := &rec.entries[first+w]
 		e.mu.Lock()
 		k, kind := e.key, e.kind
 		e.mu.Unlock()
-		if _, live := r.accountDebt(k, kind, now); !live {
-			return w
+		if line[w].key.Load() != k {
+			continue // being claimed
 		}
-		if line[w].refused.Load() < line[fewest].refused.Load() {
-			fewest = w
+		if _, live := r.accountDebt(k, kind, now); !live {
+			return w, k
+		}
+		if fewestKey == 0 || line[w].refused.Load() < line[fewest].refused.Load() {
+			fewest, fewestKey = w, k
 		}
 	}
-	return fewest
+	return fewest, fewestKey
 }
 
 // Limited returns up to n of the accounts being limited now, in the given
@@ -306,9 +317,13 @@ func (r *RRL) accountDebt(key uint64, kind LimitKind, now int64) (int64, bool) {
 }
 
 // lookup returns the account with ident id in set i if the table holds it.
-// Unlike find it searches a small table's set too, and unlike victim it
+// In a table of one-bucket sets it is find, the search of every Debit;
+// unlike find it searches a small table's set too, and unlike victim it
 // allocates no page.
 func (t *bucketTable) lookup(i uint64, id uint32) (accountRef, bool) {
+	if t.setBuckets == 1 {
+		return t.find(i, id)
+	}
 	first, last := i*t.setBuckets, (i+1)*t.setBuckets
 	pg := t.pages[first/pageBuckets].Load() // a set lies in one page; noPage holds nothing
 	for k := first; k < last; k++ {

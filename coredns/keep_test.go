@@ -1,8 +1,11 @@
 package rrl
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"weak"
@@ -46,6 +49,10 @@ func TestSettingsStringCoversEverySetting(t *testing.T) {
 		"cookie-secret":                "cookie-secret 00112233445566778899aabbccddeeff",
 		"cookie-secret previous":       "cookie-secret 00112233445566778899aabbccddeeff ffeeddccbbaa99887766554433221100",
 		"status (the record it needs)": "status 127.0.0.1:9154",
+		"ipv4-request-prefixes":        "ipv4-request-prefixes 32:5,20:400",
+		"ipv6-request-prefixes":        "ipv6-request-prefixes 128:5,48:800",
+		"all-bytes-per-second":         "all-bytes-per-second 100000",
+		"nocookie-udp-size":            "nocookie-udp-size 512",
 	}
 	for _, k := range core.Keywords() {
 		if lines[k] == "" {
@@ -183,4 +190,48 @@ func TestFailedReloadHandsBack(t *testing.T) {
 	if !strings.Contains(lb.String(), "stop limiting") || !strings.Contains(lb.String(), "127.0.51.0/24") {
 		t.Errorf("no stop line naming the network:\n%s", lb)
 	}
+}
+
+// TestReloadUnderFlood reloads a block while a flood from many networks
+// starts and ends episodes in its limiter, for the race detector: the
+// events go to one block's stats or the other's, never to both or none.
+func TestReloadUnderFlood(t *testing.T) {
+	const block = "{\n responses-per-second 1\n}"
+	var cur atomic.Pointer[RRL]
+	first, _ := reloadHandler(t, block, nil)
+	first.start()
+	cur.Store(first)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				h := cur.Load()
+				ip := fmt.Sprintf("127.%d.%d.1", 60+g, i%64)
+				tally(t, h, ip, false, 3, func(int) *dns.Msg { return query("www.example.org.", dns.TypeA) })
+				h.limiter.EndQuietEpisodes(0)
+			}
+		}()
+	}
+	old := first
+	for range 20 {
+		h, _ := reloadHandler(t, block, nil)
+		h.start()
+		cur.Store(h)
+		old.stop()
+		old = h
+	}
+	close(stop)
+	wg.Wait()
+	if n := old.stats.limited.value(); n < 1 || n > 128 {
+		t.Errorf("%d accounts limited after the reloads, want 1 to 128", n)
+	}
+	old.stop()
 }

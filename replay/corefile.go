@@ -115,6 +115,8 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 				return nil, d.Errf("cookie-secret: %v", err)
 			}
 			cf.CookieSecrets, core = secrets, false
+		case "status", "log-limited": // what an operator sees, not what is limited
+			core = false
 		case "exempt-clients":
 			if len(vals) == 0 {
 				return nil, d.Errf("%s needs at least one address or CIDR prefix", kw)
@@ -122,7 +124,7 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			value = strings.Join(vals, " ")
 		default:
 			if !slices.Contains(rrl.Keywords(), kw) {
-				return nil, d.Errf("unknown property %q; the properties are %s, report-only, log-only, cookie-secret", kw, strings.Join(rrl.Keywords(), ", "))
+				return nil, d.Errf("unknown property %q; the properties are %s, report-only, log-only, cookie-secret, status, log-limited", kw, strings.Join(rrl.Keywords(), ", "))
 			}
 			if len(vals) != 1 {
 				return nil, d.Errf("%s takes exactly one value, got %d", kw, len(vals))
