@@ -75,6 +75,8 @@ type limiterConfig struct {
 	ipv4Bits     int
 	ipv6Bits     int
 	maxTableSize int
+	prefixCount  [2]int // request prefixes configured, by family (0 IPv4, 1 IPv6)
+	provenApart  bool   // proven-requests-per-second is set: proven requests have accounts of their own
 }
 
 // newLimiterConfig applies settings in order to a new Config.
@@ -91,6 +93,8 @@ func newLimiterConfig(settings []Setting) (*limiterConfig, error) {
 	lc.ipv4Bits = lc.intValue("ipv4-prefix-length")
 	lc.ipv6Bits = lc.intValue("ipv6-prefix-length")
 	lc.maxTableSize = lc.intValue("max-table-size")
+	lc.prefixCount = [2]int{len(lc.cfg.RequestPrefixes(false)), len(lc.cfg.RequestPrefixes(true))}
+	lc.provenApart = lc.cfg.IsSet("proven-requests-per-second")
 	return lc, nil
 }
 
