@@ -27,12 +27,15 @@ const (
 	causeNone cause = iota
 	causeRequests
 	causeProvenRequests
-	causePrefix4                                         // + the pair's place in ipv4-request-prefixes
-	causePrefix6 = causePrefix4 + rrl.MaxRequestPrefixes // + the pair's place in ipv6-request-prefixes
-	causeAll     = causePrefix6 + rrl.MaxRequestPrefixes
-	causeAllBytes
-	causeTooLarge
-	causeResponses                                             // + the category: the tuple's allowance
+	causePrefix4 // + the pair's place in ipv4-request-prefixes
+)
+
+const (
+	causePrefix6   = causePrefix4 + rrl.MaxRequestPrefixes // + the pair's place in ipv6-request-prefixes
+	causeAll       = causePrefix6 + rrl.MaxRequestPrefixes
+	causeAllBytes  = causeAll + 1
+	causeTooLarge  = causeAll + 2
+	causeResponses = causeAll + 3                              // + the category: the tuple's allowance
 	causeLast      = causeResponses + cause(rrl.AllowanceLast) // number of causes; not a cause
 )
 
