@@ -258,3 +258,45 @@ func TestRequestPrefixSettings(t *testing.T) {
 		t.Errorf("refused by the /18 at 20, 40, 1000 a second: %v, want fewer as the allowance grows", refused)
 	}
 }
+
+func TestCutByIPv6RequestPrefix(t *testing.T) {
+	// One heavy host at 20 queries a second for 2 seconds, over UDP and
+	// (one in four) over TCP, and a neighbour in its /56 at 2 a second.
+	heavy, neighbour := addrPort("[2001:db8:1::7]:5300"), addrPort("[2001:db8:1::8]:5300")
+	var ex []capgen.Exchange
+	for i := range 40 {
+		for _, c := range []netip.AddrPort{heavy, neighbour} {
+			if c == neighbour && i%10 != 0 {
+				continue
+			}
+			q := capgen.Query(uint16(i), "www.example.org.", dns.TypeA, "")
+			ex = append(ex, capgen.Exchange{At: start.Add(time.Duration(i) * 50 * time.Millisecond), Client: c,
+				Server: capgen.Server6, TCP: c == heavy && i%4 == 3, Query: q, Response: capgen.Response(q, capgen.Answer, "example.org.")})
+		}
+	}
+	kv := []string{"ipv6-request-prefixes=128:5,32:1000"}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, pcapOf(t, ethernet, false, ex))
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	host := cutOf(t, rep, "ipv6-request-prefixes /128")
+	// 30 over UDP in 2 seconds against 5 a second and a second's credit.
+	if host.RequestsRefused < 30-15 || host.RequestsRefused != rep.RequestsDropped || host.Dropped != host.RequestsRefused {
+		t.Errorf("the /128 refused %+v of %d refused, want at least 15 of the heavy host's 30 UDP queries", host, rep.RequestsDropped)
+	}
+	if c := cutOf(t, rep, "ipv6-request-prefixes /32"); c.RequestsRefused != 0 {
+		t.Errorf("the /32 refused %d", c.RequestsRefused)
+	}
+	for _, n := range rep.Networks {
+		if n.Network != "2001:db8:1::/56" {
+			t.Errorf("network %s limited", n.Network)
+		}
+	}
+	for _, c := range rep.Cuts {
+		if c.Limit == "requests-per-second" {
+			t.Errorf("a row for requests-per-second, which is off: %+v", c)
+		}
+	}
+	// Everything not refused was sent: the neighbour's 4 and the TCP 10.
+	if rep.Sent != int64(len(ex))-host.RequestsRefused {
+		t.Errorf("sent %d of %d, refused %d", rep.Sent, len(ex), host.RequestsRefused)
+	}
+}

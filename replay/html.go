@@ -63,7 +63,7 @@ func section(r *Report) htmlSection {
 			{name: "slipped", color: colorSlipped, values: tl.Slipped},
 			{name: "dropped", color: colorDropped, values: tl.Dropped},
 		}),
-		timeChart("Requests refused (requests-per-second) per "+per+", all clients", "requests per "+per, tl, []line{
+		timeChart("Requests refused (request limits) per "+per+", all clients", "requests per "+per, tl, []line{
 			{name: "refused", color: colorRefused, values: tl.Refused},
 		}),
 		timeChart("Bytes of responses cut per "+per+", all clients", "bytes per "+per, tl, []line{
