@@ -135,10 +135,14 @@ func (r *Report) writeCuts(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\ncut by limit (bytes cut: of responses not sent, less the truncated replies sent instead):\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "limit\trequests refused\tresponses dropped\tslipped\tbytes cut\t")
+	width := len("limit")
 	for _, c := range r.Cuts {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", c.Limit, c.RequestsRefused, c.Dropped, c.Slipped, c.BytesCut)
+		width = max(width, len(c.Limit))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\trequests refused\tresponses dropped\tslipped\tbytes cut\t\n", width, "limit")
+	for _, c := range r.Cuts {
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t\n", width, c.Limit, c.RequestsRefused, c.Dropped, c.Slipped, c.BytesCut)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
