@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/replay"
 	"github.com/dnsrrl/rrl/replay/internal/capgen"
 	"github.com/miekg/dns"
@@ -298,5 +300,67 @@ func TestCutByIPv6RequestPrefix(t *testing.T) {
 	// Everything not refused was sent: the neighbour's 4 and the TCP 10.
 	if rep.Sent != int64(len(ex))-host.RequestsRefused {
 		t.Errorf("sent %d of %d, refused %d", rep.Sent, len(ex), host.RequestsRefused)
+	}
+}
+
+func TestCutAttribution(t *testing.T) {
+	// The spread flood, with a heavy host and a busy /24 inside it, under
+	// limits that are in episodes at once: each refusal must be told to
+	// the limit that made it, as the core's statistics tell it.
+	ex := spreadFlood()
+	for i := range 60 {
+		at := start.Add(time.Duration(i) * 50 * time.Millisecond)
+		for j, c := range []netip.AddrPort{addrPort("10.1.3.9:5300"), netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 40, byte(i % 5)}), 5300)} {
+			q := capgen.Query(uint16(1000+2*i+j), "www.example.org.", dns.TypeA, "")
+			ex = append(ex, capgen.Exchange{At: at.Add(time.Duration(j) * 7 * time.Millisecond), Client: c, Server: capgen.Server,
+				Query: q, Response: capgen.Response(q, capgen.Answer, "example.org.")})
+		}
+	}
+	slices.SortStableFunc(ex, func(a, b capgen.Exchange) int { return a.At.Compare(b.At) })
+	kv := []string{"requests-per-second=12", "ipv4-request-prefixes=32:6,18:60"}
+
+	// What the core says: each refusal is of requests-per-second unless a
+	// request prefix's count of refusals went up.
+	cfg := rrl.NewConfig()
+	for _, s := range settings(t, kv...) {
+		if err := cfg.SetValue(s.Keyword, s.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := start
+	cfg.SetNowFunc(func() time.Time { return now })
+	lim := rrl.NewRRL(cfg)
+	want := map[string]*replay.Cut{}
+	var before [rrl.MaxRequestPrefixes]int64
+	for _, e := range ex {
+		now = e.At
+		if act, _ := lim.DebitRequestAddr(e.Client.Addr(), true, false); act != rrl.Drop {
+			continue
+		}
+		limit := "requests-per-second"
+		drops := lim.GetStats(false).RequestPrefixDrops[0]
+		for i, label := range []string{"ipv4-request-prefixes /32", "ipv4-request-prefixes /18"} {
+			if drops[i] != before[i] {
+				limit = label
+			}
+		}
+		before = drops
+		c := want[limit]
+		if c == nil {
+			c = &replay.Cut{Limit: limit}
+			want[limit] = c
+		}
+		c.RequestsRefused++
+		c.Dropped++
+		c.BytesCut += int64(len(e.Response))
+	}
+	if len(want) != 3 {
+		t.Fatalf("the traffic is refused by %d limits, want all 3", len(want))
+	}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, pcapOf(t, ethernet, false, ex))
+	for limit, w := range want {
+		if got := cutOf(t, rep, limit); got != *w {
+			t.Errorf("%s: replay %+v, core %+v", limit, got, *w)
+		}
 	}
 }

@@ -73,7 +73,8 @@ type engine struct {
 	limiter *rrl.RRL
 	report  *reportBuilder
 
-	prefixDrops [2][rrl.MaxRequestPrefixes]int64 // the limiter's RequestPrefixDrops when last read
+	prefixDrops [2][rrl.MaxRequestPrefixes]int64 // the limiter's RequestPrefixDrops, as last read and counted since
+	episodes    episodes                         // request accounts in a limiting episode, with request prefixes set
 }
 
 // New checks the configuration and returns a Replay ready for input.
@@ -117,9 +118,13 @@ func New(opts Options) (*Replay, error) {
 			return nil, err
 		}
 		lc.cfg.SetNowFunc(r.clock)
-		b := newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))
-		b.cuts.label(lc.cutRows())
-		r.engines = append(r.engines, &engine{label: labels[i], lc: lc, report: b})
+		e := &engine{label: labels[i], lc: lc, report: newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))}
+		e.report.cuts.label(lc.cutRows())
+		if lc.prefixCount != [2]int{} {
+			e.episodes = episodes{byAccount: map[uint64]episodeKey{}, live: map[episodeKey]int{}}
+			lc.cfg.SetObserver(e.episodes.observe)
+		}
+		r.engines = append(r.engines, e)
 	}
 	return r, nil
 }
@@ -192,7 +197,7 @@ func (e *engine) request(at time.Time, client netip.Addr, udp, valid bool) cause
 	act, _ := e.limiter.DebitRequestAddr(client, udp, valid)
 	k := causeNone
 	if act == rrl.Drop {
-		k = e.requestCause(addrFamily(!client.Is4()), !udp || valid)
+		k = e.requestCause(client, !udp || valid)
 	}
 	e.report.query(at, e.lc.network(client), k)
 	return k
