@@ -42,7 +42,8 @@ type Options struct {
 // Replay runs DNS traffic through one limiter per configuration, as the
 // servers would have: each query is charged with DebitRequest when it
 // arrives, and its response with DebitResponse unless the query carried a
-// valid server cookie. Time is the traffic's own: the limiters' clock reads
+// valid server cookie, the response's tuple carrying its captured length
+// (for all-bytes-per-second and nocookie-udp-size). Time is the traffic's own: the limiters' clock reads
 // the timestamp of the message being replayed, so a replay is
 // deterministic and as fast as the input can be read.
 //
