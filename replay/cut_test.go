@@ -364,3 +364,24 @@ func TestCutAttribution(t *testing.T) {
 		}
 	}
 }
+
+func TestCutByProvenRequests(t *testing.T) {
+	// One host at 10 queries a second over TCP for 2 seconds: proven, so
+	// past the request prefixes and charged to proven-requests-per-second.
+	var ex []capgen.Exchange
+	for i := range 20 {
+		q := capgen.Query(uint16(i), "www.example.org.", dns.TypeA, "")
+		ex = append(ex, capgen.Exchange{At: start.Add(time.Duration(i) * 100 * time.Millisecond), Client: addrPort("192.0.2.77:5300"),
+			Server: capgen.Server, TCP: true, Query: q, Response: capgen.Response(q, capgen.Answer, "example.org.")})
+	}
+	kv := []string{"requests-per-second=20", "proven-requests-per-second=3", "ipv4-request-prefixes=32:1"}
+	rep := replayBytes(t, replay.Options{Settings: settings(t, kv...)}, pcapOf(t, ethernet, false, ex))
+	checkCounts(t, rep, decide(t, kv, ex, nil))
+	proven := cutOf(t, rep, "proven-requests-per-second")
+	if proven.RequestsRefused == 0 || proven.RequestsRefused != rep.RequestsDropped {
+		t.Errorf("proven-requests-per-second refused %d of %d refused", proven.RequestsRefused, rep.RequestsDropped)
+	}
+	if c := cutOf(t, rep, "ipv4-request-prefixes /32"); c.RequestsRefused != 0 {
+		t.Errorf("the /32 refused %d proven requests", c.RequestsRefused)
+	}
+}
