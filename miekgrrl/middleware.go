@@ -99,7 +99,11 @@ type Decision struct {
 // rrl.Source reads the RemoteAddr) is closed. Then it captures the response
 // next writes, classifies it with Tuple, debits it (rrl.RRL.DebitResponse),
 // and sends it, drops it or sends SlipReply in its place. The core never
-// limits TCP responses (RTNotUDP). A handler that writes nothing gets
+// limits TCP responses (RTNotUDP). A UDP response longer than the
+// limiter's nocookie-udp-size, to a request without a valid server
+// cookie, is replaced by TooLargeReply: TC=1 with a server cookie when the
+// client sent a cookie, so that its retry, with the cookie or over TCP,
+// gets the whole answer. A handler that writes nothing gets
 // nothing written for it. With Options.Cookies, the response to a request
 // with a valid server cookie is not debited: its source cannot be spoofed,
 // so it cannot be the victim of a reflection; the request limit holds it
@@ -225,20 +229,22 @@ type writer struct {
 
 // state is what the middleware knows of one request and its response.
 type state struct {
-	rw      dns.ResponseWriter // the server's writer
-	h       *middleware
-	req     *dns.Msg
-	remote  net.Addr
-	client  netip.Addr
-	udp     bool // as the core reads the source: what the limiter is told
-	stream  bool // on a connection (onStream): what writing the response goes by
-	ck      cookieInfo
-	now     time.Time // read when the request has a cookie
-	origin  string
-	tuple   rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
-	reqIP   rrl.IPReason      // what the request limit said
-	decided bool
-	action  rrl.Action // what to do with this and any later message
+	rw       dns.ResponseWriter // the server's writer
+	h        *middleware
+	req      *dns.Msg
+	remote   net.Addr
+	client   netip.Addr
+	udp      bool // as the core reads the source: what the limiter is told
+	stream   bool // on a connection (onStream): what writing the response goes by
+	ck       cookieInfo
+	now      time.Time // read when the request has a cookie
+	origin   string
+	tuple    rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
+	reqIP    rrl.IPReason      // what the request limit said
+	decided  bool
+	action   rrl.Action // what to do with this and any later message
+	tooLarge bool       // the action is Slip for nocookie-udp-size (rrl.RTTooLarge)
+	wireLen  int        // the length of a message the handler packed itself (Write), else 0
 }
 
 // handle is the ResponseWriter a handler gets: it works while its writer is
@@ -440,6 +446,7 @@ func (s *state) write(b []byte) (int, error) {
 	if !unpacked {
 		m = &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}
 	}
+	s.wireLen = len(b)
 	switch s.decide(m) {
 	case rrl.Drop:
 		return len(b), s.drop()
@@ -476,8 +483,15 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 	var rtr rrl.RTReason
 	limited := s.ck.state != CookieValid
 	if limited {
-		s.tuple = Tuple(s.req, m, s.wildcardOrigin(m))
+		s.tuple = tuple(s.req, m, s.wildcardOrigin(m))
+		if h.limiter.NeedsResponseSize() {
+			s.tuple.Size = s.wireLen
+			if s.wireLen == 0 {
+				s.tuple.Size = m.Len()
+			}
+		}
 		s.action, ipr, rtr = h.limiter.DebitResponseAddr(s.client, s.udp, &s.tuple)
+		s.tooLarge = rtr == rrl.RTTooLarge
 	} else {
 		// A proven source: exempt from the response limits, held only to
 		// the request limit it has passed.
@@ -491,7 +505,7 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 		if limited {
 			d.Tuple = s.tuple
 		} else {
-			d.Tuple = Tuple(s.req, m, s.wildcardOrigin(m))
+			d.Tuple = tuple(s.req, m, s.wildcardOrigin(m))
 		}
 		h.opts.OnDecision(d)
 	}
@@ -544,7 +558,7 @@ func (s *state) slipReply(m *dns.Msg) *dns.Msg {
 	if s.now.IsZero() && s.req.IsTsig() != nil {
 		s.now = s.h.opts.Now() // for the TSIG record's time signed
 	}
-	return slipReply(s.req, m, s.h.opts.Cookies, cc, s.client, s.now)
+	return slipReply(s.req, m, s.h.opts.Cookies, cc, s.client, s.now, s.tooLarge)
 }
 
 // clientAddr returns the client's address without its zone, IPv4-mapped

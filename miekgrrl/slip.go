@@ -37,7 +37,24 @@ func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time)
 			cc = &v
 		}
 	}
-	return slipReply(req, resp, c, cc, client, now)
+	return slipReply(req, resp, c, cc, client, now, false)
+}
+
+// TooLargeReply builds the reply sent instead of resp when the limiter
+// says Slip with rrl.RTTooLarge (a UDP response longer than
+// nocookie-udp-size to a request without a valid server cookie): TC=1
+// with the question only, as SlipReply's, and, when c is not nil and req
+// carries a client cookie, a COOKIE option with a fresh server cookie, so
+// that the client's retry with it gets the whole answer over UDP. Never
+// BADCOOKIE: the request was not refused, only too large to answer unproven.
+func TooLargeReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time) *dns.Msg {
+	var cc *[clientCookieLen]byte
+	if c != nil && client.IsValid() {
+		if v, ok := clientCookie(req); ok {
+			cc = &v
+		}
+	}
+	return slipReply(req, resp, c, cc, client, now, true)
 }
 
 // slip holds a slip reply and everything it points to, so that building one
@@ -54,8 +71,9 @@ type slip struct {
 }
 
 // slipReply is SlipReply with the client cookie already decoded: BADCOOKIE
-// when c and cc are set, TC otherwise.
-func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client netip.Addr, now time.Time) *dns.Msg {
+// when c and cc are set, TC otherwise; with tooLarge, TooLargeReply: TC,
+// with a server cookie when c and cc are set.
+func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client netip.Addr, now time.Time, tooLarge bool) *dns.Msg {
 	base := req
 	if base == nil {
 		base = resp
@@ -75,7 +93,8 @@ func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client
 		m.Question = s.q[:]
 	}
 
-	if c != nil && cc != nil && client.IsValid() {
+	withCookie := c != nil && cc != nil && client.IsValid()
+	if withCookie && !tooLarge {
 		m.Rcode = dns.RcodeBadCookie
 		s.setOPT(findOPT(req), nil)
 		s.opts[0] = c.freshCookie(&s.cookie, &s.text, cc, client, now)
@@ -90,6 +109,10 @@ func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client
 	}
 	if reqOPT := findOPT(req); reqOPT != nil {
 		s.setOPT(reqOPT, findOPT(resp))
+		if withCookie {
+			s.opts[0] = c.freshCookie(&s.cookie, &s.text, cc, client, now)
+			s.opt.Option = s.opts[:]
+		}
 	}
 	s.setTSIG(req, resp, now)
 	return m
