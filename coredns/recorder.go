@@ -31,7 +31,7 @@ type recorder struct {
 
 	cookie miekgrrl.CookieState
 	// cookied: msg already carries the server cookie that send would add
-	// (wireSize put it in to measure the message), so send writes it as is.
+	// (measured put it in, so that it counts in the length), so send writes it as is.
 	cookied bool
 
 	ctx metaContext
@@ -153,21 +153,19 @@ func (rec *recorder) withCookie(m *dns.Msg) *dns.Msg {
 	return &c
 }
 
-// wireSize returns the length in bytes of the UDP response the recorder
-// holds, as it would go out: with the server cookie send adds (which it
-// then puts into msg, so that it is made once), and no longer than the
-// client's UDP buffer, to which CoreDNS's ScrubWriter, below the recorder,
-// truncates it: 512 bytes without EDNS, else the size EDNS advertises.
-func (rec *recorder) wireSize() int {
-	if rec.msg == nil {
-		return 0
-	}
-	if !rec.cookied && rec.state == held {
+// measured readies the held UDP response for measuring, and returns the
+// most bytes of it that go out. It puts into msg the server cookie that
+// send would add (send then writes msg as it is), so that the cookie is
+// made once and counts in msg's length; the most is the client's UDP
+// buffer, to which CoreDNS's ScrubWriter, below the recorder, truncates
+// the response: 512 bytes without EDNS, else the size EDNS advertises.
+func (rec *recorder) measured() int {
+	if rec.msg != nil && !rec.cookied && rec.state == held {
 		rec.msg, rec.cookied = rec.withCookie(rec.msg), true
 	}
 	buf := dns.MinMsgSize
 	if opt := rec.req.IsEdns0(); opt != nil {
 		buf = max(buf, int(opt.UDPSize()))
 	}
-	return min(rec.msg.Len(), buf)
+	return buf
 }

@@ -88,7 +88,7 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	h.shared = newSharedLimiter(cfg, h.stats)
 	h.limiter = h.shared.limiter
 	h.stats.limiter = h.limiter
-	h.sized = cfg.NoCookieUDPSize() > 0 || cfg.AllBytesPerSecond() > 0
+	h.sized = h.limiter.NeedsResponseSize()
 	return h
 }
 
@@ -172,14 +172,14 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if rec.msg == nil {
 		return rcode, err // the chain wrote nothing we could read
 	}
-	size := 0
+	maxSize := 0
 	if h.sized && udp && !proven {
-		// Only the protections that weigh responses need the length,
-		// which costs a walk of the message and the server cookie made
-		// ahead of the decision.
-		size = rec.wireSize()
+		// Only the protections that weigh responses need the length as
+		// it will go out: with its server cookie (made ahead of the
+		// decision) and cut to the client's buffer.
+		maxSize = rec.measured()
 	}
-	act, rtr := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, size, cookie, rec.ctx.wildcardOrigin(ctx))
+	act, rtr := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, maxSize, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.state == held {
 		h.deliver(rec, act, rtr, client, now)
 		if !plugin.ClientWrite(rcode) {
@@ -204,9 +204,9 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 
 // account charges resp to the client's accounts, after its request was
 // charged, records the outcome in the metrics, and returns the decision
-// and its reason. size is the length of the UDP response in bytes (0 when
-// unknown), which all-bytes-per-second charges and nocookie-udp-size
-// compares. A response to a request with a valid server cookie is not
+// and its reason. The tuple's Size is resp's length, cut to maxSize
+// bytes when that is not 0: all-bytes-per-second charges it and
+// nocookie-udp-size compares it. A response to a request with a valid server cookie is not
 // charged: its source address is proven, so it cannot be part of a
 // reflection.
 //
@@ -215,7 +215,7 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 // held (bytes passed through) has already been written: it is still
 // charged, so that its network's account sees the whole load, but it is
 // counted as sent whatever the limiter says.
-func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, size int, cookie miekgrrl.CookieState, wildcard string) (core.Action, core.RTReason) {
+func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, maxSize int, cookie miekgrrl.CookieState, wildcard string) (core.Action, core.RTReason) {
 	if cookie == miekgrrl.CookieValid {
 		h.stats.cookieExempt(server, zone)
 		return core.Send, core.RTNotReached
@@ -225,7 +225,9 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 		h.stats.count(server, zone, tuple.AllowanceCategory, core.Send, core.RTNotUDP)
 		return core.Send, core.RTNotUDP
 	}
-	tuple.Size = size
+	if maxSize > 0 {
+		tuple.Size = min(tuple.Size, maxSize)
+	}
 	act, _, rtr := h.limiter.DebitResponseAddr(client, true, &tuple) // errors never slip (core)
 	if !held {
 		act = core.Send
@@ -264,9 +266,7 @@ func (h *RRL) deliver(rec *recorder, act core.Action, rtr core.RTReason, client 
 	case act == core.Send:
 		rec.send(rec.msg)
 	case act == core.Slip && rtr == core.RTTooLarge:
-		tc := miekgrrl.SlipReply(rec.req, rec.msg, nil, client, now)
-		h.cookies.AddServerCookie(rec.req, tc, client, now)
-		rec.ResponseWriter.WriteMsg(tc)
+		rec.ResponseWriter.WriteMsg(miekgrrl.TooLargeReply(rec.req, rec.msg, h.cookies, client, now))
 	case act == core.Slip:
 		// now is set when the request has a cookie, the only case in which
 		// SlipReply uses it.
