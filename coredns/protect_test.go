@@ -207,3 +207,21 @@ func TestHeavyHost(t *testing.T) {
 		t.Errorf("TCP from the heavy host: %v, want all sent", got)
 	}
 }
+
+// TestNoCookieUDPSizeReportOnly: in report-only mode the answer too long
+// for nocookie-udp-size is sent whole, and counted as the TC reply that
+// enforcing would send.
+func TestNoCookieUDPSizeReportOnly(t *testing.T) {
+	h := testHandler(t, "report.example.org {\n nocookie-udp-size 512\n report-only\n}", txtNext(1000), newClock())
+	counted := func() float64 {
+		return testutil.ToFloat64(noCookieTruncated.WithLabelValues("", "report.example.org."))
+	}
+	before := counted()
+	o, m := ask(t, h, "127.0.1.1", false, txtQuery("big.report.example.org."))
+	if o != sent || len(m.Answer) != 1 {
+		t.Errorf("report-only: %v %v; want the whole answer", o, m)
+	}
+	if got := counted() - before; got != 1 {
+		t.Errorf("nocookie_truncated_total +%v in report-only mode, want +1", got)
+	}
+}
