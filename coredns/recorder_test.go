@@ -10,6 +10,8 @@ import (
 	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
+
+	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // lockedCapture is a capture that several goroutines may write to.
@@ -115,7 +117,7 @@ func TestRecorderStates(t *testing.T) {
 	packed := func(m *dns.Msg) []byte { b, _ := m.Pack(); return b }
 
 	w := &capture{}
-	rec := newRecorder(w, r, nil, 0, 0, true)
+	rec := newRecorder(w, r, nil, new(miekgrrl.RequestCookie), true)
 	if rec.state != holding || !rec.state.wroteNothing() {
 		t.Fatalf("a UDP recorder starts in %v", rec.state)
 	}
@@ -131,7 +133,7 @@ func TestRecorderStates(t *testing.T) {
 	}
 
 	w = &capture{}
-	rec = newRecorder(w, r, nil, 0, 0, false)
+	rec = newRecorder(w, r, nil, new(miekgrrl.RequestCookie), false)
 	if rec.state != streaming || !rec.state.wroteNothing() {
 		t.Fatalf("a TCP recorder starts in %v", rec.state)
 	}
