@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"context"
 	"encoding/hex"
 	"net/netip"
 	"testing"
@@ -51,6 +52,31 @@ func TestCookieResentWhileYoung(t *testing.T) {
 		}
 		if !tc.resend && (got == tc.cookie || len(got) != 48 || got[:16] != cc) {
 			t.Errorf("%s: answer cookie %s, want a fresh one for %s", tc.name, got, cc)
+		}
+	}
+}
+
+// TestCookieAllocations: a request with a cookie costs one allocation more
+// than one without, the copy of the reply that carries the server cookie:
+// the option is decoded once into the recorder, and the reply is copied once.
+func TestCookieAllocations(t *testing.T) {
+	h := testHandler(t, "{\n responses-per-second 1000000\n}", trivialNext(), nil)
+	ws := benchClients()
+	ctx := context.Background()
+	plain := query("www.example.org.", dns.TypeA)
+	plain.SetEdns0(1232, false)
+	const cc = "0102030405060708"
+	young := make([]*dns.Msg, len(ws))
+	for i, w := range ws {
+		client, _ := netip.AddrFromSlice(w.addr.IP)
+		young[i] = withCookie(query("www.example.org.", dns.TypeA), madeCookie(h, cc, client.Unmap().String(), time.Now()))
+	}
+	for name, rs := range map[string][]*dns.Msg{"client cookie": {withCookie(query("www.example.org.", dns.TypeA), cc)}, "young server cookie": young} {
+		i := 0
+		without := testing.AllocsPerRun(500, func() { h.ServeDNS(ctx, ws[i&255], plain); i++ })
+		with := testing.AllocsPerRun(500, func() { h.ServeDNS(ctx, ws[i&255], rs[i%len(rs)]); i++ })
+		if with-without > 1 {
+			t.Errorf("%s: %.2f allocations per query, %.2f without a cookie; want at most one more", name, with, without)
 		}
 	}
 }
