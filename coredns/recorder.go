@@ -26,7 +26,7 @@ type recorder struct {
 	msg   *dns.Msg // the response, for accounting
 	state recState
 
-	ck miekgrrl.RequestCookie // the request's cookie, decoded once
+	ck *miekgrrl.RequestCookie // the request's cookie, decoded once; nil without one
 
 	ctx metaContext
 }
@@ -70,7 +70,7 @@ func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, ck *miekgrrl.RequestC
 	b.free = b.free[1:]
 	batches.Put(b)
 	rec.ResponseWriter, rec.req, rec.h = w, r, h
-	rec.ck, rec.state = *ck, streaming
+	rec.ck, rec.state = ck, streaming
 	if hold {
 		rec.state = holding
 	}
@@ -129,5 +129,8 @@ func (rec *recorder) Write(b []byte) (int, error) {
 // truncated here: the server's writer (request.ScrubWriter) fits every
 // response to the client's payload size.
 func (rec *recorder) send(m *dns.Msg) error {
-	return rec.ResponseWriter.WriteMsg(rec.ck.Reply(m, false))
+	if rec.ck != nil {
+		m = rec.ck.Reply(m, false)
+	}
+	return rec.ResponseWriter.WriteMsg(m)
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/miekg/dns"
-
-	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 // lockedCapture is a capture that several goroutines may write to.
@@ -117,7 +115,7 @@ func TestRecorderStates(t *testing.T) {
 	packed := func(m *dns.Msg) []byte { b, _ := m.Pack(); return b }
 
 	w := &capture{}
-	rec := newRecorder(w, r, nil, new(miekgrrl.RequestCookie), true)
+	rec := newRecorder(w, r, nil, nil, true)
 	if rec.state != holding || !rec.state.wroteNothing() {
 		t.Fatalf("a UDP recorder starts in %v", rec.state)
 	}
@@ -133,7 +131,7 @@ func TestRecorderStates(t *testing.T) {
 	}
 
 	w = &capture{}
-	rec = newRecorder(w, r, nil, new(miekgrrl.RequestCookie), false)
+	rec = newRecorder(w, r, nil, nil, false)
 	if rec.state != streaming || !rec.state.wroteNothing() {
 		t.Fatalf("a TCP recorder starts in %v", rec.state)
 	}

@@ -139,7 +139,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 
 	hold := udp && !proven && !refused
-	rec := newRecorder(w, r, h, &ck, hold)
+	rec := newRecorder(w, r, h, keepCookie(&ck), hold)
 	var rcode int
 	var err error
 	if ck.Malformed() {
@@ -165,7 +165,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 	act := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.state == held {
-		h.deliver(rec, act)
+		h.deliver(rec, act, &ck)
 		if !plugin.ClientWrite(rcode) {
 			// We wrote (or dropped) the response: an error rcode would make
 			// the server write another one, unlimited.
@@ -229,7 +229,7 @@ func abort(w dns.ResponseWriter, server string, udp bool) {
 
 // deliver sends what act says for a held response. In report-only mode
 // everything is sent: the metrics and logs alone tell what would have been.
-func (h *RRL) deliver(rec *recorder, act core.Action) {
+func (h *RRL) deliver(rec *recorder, act core.Action, ck *miekgrrl.RequestCookie) {
 	if h.reportOnly {
 		act = core.Send
 	}
@@ -237,7 +237,7 @@ func (h *RRL) deliver(rec *recorder, act core.Action) {
 	case core.Send:
 		rec.send(rec.msg)
 	case core.Slip:
-		rec.ResponseWriter.WriteMsg(rec.ck.SlipReply(rec.msg))
+		rec.ResponseWriter.WriteMsg(ck.SlipReply(rec.msg))
 	}
 }
 
