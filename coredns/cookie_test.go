@@ -60,6 +60,9 @@ func TestCookieResentWhileYoung(t *testing.T) {
 // than one without, the copy of the reply that carries the server cookie:
 // the option is decoded once into the recorder, and the reply is copied once.
 func TestCookieAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are not the program's under the race detector")
+	}
 	h := testHandler(t, "{\n responses-per-second 1000000\n}", trivialNext(), nil)
 	ws := benchClients()
 	ctx := context.Background()
