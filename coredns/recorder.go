@@ -57,9 +57,11 @@ const (
 // wroteNothing reports whether the chain has written nothing.
 func (s recState) wroteNothing() bool { return s == holding || s == streaming }
 
-// newRecorder makes the recorder of one request. Recorders are allocated recorderBatch at a time: a request takes the
-// next unused one of a batch, and no recorder is ever handed out twice, so
-// what the chain keeps stays its own. A batch stays in memory while any of
+// newRecorder makes the recorder of one request. It is kept small (a
+// request's cookie is kept apart, by keepCookie), and recorders are
+// allocated recorderBatch at a time: a request takes the next unused one of
+// a batch, and no recorder is ever handed out twice, so what the chain keeps
+// stays its own. A batch stays in memory while any of
 // its recorders is referenced, a few kilobytes at most per retained one.
 func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, ck *miekgrrl.RequestCookie, hold bool) *recorder {
 	b := batches.Get().(*recorderBatchCursor)
