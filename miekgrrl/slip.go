@@ -31,13 +31,12 @@ import (
 // with the key in its TsigSecret signs it as it writes it, as it signs any
 // reply ending with a TSIG record.
 func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time) *dns.Msg {
-	var cc *[clientCookieLen]byte
-	if c != nil && client.IsValid() {
-		if v, ok := clientCookie(req); ok {
-			cc = &v
-		}
+	if c == nil {
+		return slipReply(req, resp, nil, nil, client, now)
 	}
-	return slipReply(req, resp, c, cc, client, now)
+	rc := c.Request(req, client, func() time.Time { return now })
+	rc.now = now // also for a TSIG record when req has no cookie
+	return rc.SlipReply(resp)
 }
 
 // slip holds a slip reply and everything it points to, so that building one
