@@ -272,13 +272,22 @@ func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) boo
 // the mask is made only for an event.
 func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
 	d := r.debitAccount(key, kind, now, l, s)
-	if r.record != nil && (d.edge || d.inDebt) {
+	if d.edge || d.inDebt {
+		r.noteCharge(n, bits, key, kind, d, now)
+	}
+	return d.inDebt
+}
+
+// noteCharge tells the record of limited accounts and the observer what
+// a charge of a per-network account (or a request prefix's) did, when it
+// began or ended an episode or found the account in debt.
+func (r *RRL) noteCharge(n *network, bits uint8, key uint64, kind LimitKind, d debited, now int64) {
+	if r.record != nil {
 		r.noteLimited(n.masked(bits), nil, key, kind, d, now)
 	}
 	if d.edge && r.observer != nil {
 		r.reportEdge(n.masked(bits), nil, key, kind, d.inDebt)
 	}
-	return d.inDebt
 }
 
 // chargeTuple debits the response tuple's account, decides the action, and

@@ -137,7 +137,8 @@
 // of theirs to its other bucket (up to three moves in a chain, as a cuckoo
 // hash table does): so max-table-size distinct accounts are 99% held, where
 // one bucket each held 82%. Once the table is full, a new account takes the
-// place of the one of lowest rank of its two buckets: any account in
+// place of the one of lowest rank of its two buckets (of its first alone
+// if no account of that bucket ever went to its second): any account in
 // credit goes before one in debt, the one with the most credit first, and
 // of accounts in debt the one least in debt goes first. So the account of
 // a network under a flood, deep in debt, keeps its place through a spray

@@ -193,6 +193,13 @@ func (r *RRL) NoCookieUDPSize() int {
 	return r.prot.noCookie
 }
 
+// NeedsResponseSize reports whether the RRL reads ResponseTuple.Size:
+// whether nocookie-udp-size or all-bytes-per-second is on. An integration
+// for which a response's length costs work can leave Size 0 otherwise.
+func (r *RRL) NeedsResponseSize() bool {
+	return r != nil && (r.prot.noCookie > 0 || r.prot.nsPerByte > 0)
+}
+
 // scaledProtection returns the protections as qps-scale scales them now.
 func (r *RRL) scaledProtection() *protection {
 	if r.qps != nil {
@@ -220,15 +227,34 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 	key := uint64(0)
 	if l.on() {
 		key = r.hash.account(n, LimitRequests, 0, 0, "")
-		if r.chargeKey(&n, n.bits, key, LimitRequests, l, now, s) {
+		if r.chargeLevel(&n, n.bits, key, LimitRequests, l, now, s) {
 			return IPRateLimit
 		}
 		ipr = IPOk
 	}
 	var keys [MaxRequestPrefixes]uint64 // those charged, for a refund
 	for i := range lv.n {
-		keys[i] = r.hash.prefix(whole.masked(lv.bits[i]), kind)
-		if !r.chargeLevel(&whole, lv.bits[i], keys[i], kind, lv.limits[i], now, s) {
+		// chargeLevel, written out: most of what a request costs with four
+		// prefixes is here.
+		pk, li := r.hash.prefix(whole.masked(lv.bits[i]), kind), &lv.limits[i]
+		keys[i] = pk
+		refused, done := false, false
+		if ref, held := r.table.find(r.table.index(pk), identOf(pk, kind)); held {
+			if old, ok := ref.load(); ok {
+				v, inDebt := old.charge(now, *li)
+				limited := old.limitedAfter(now, *li, inDebt)
+				if done = ref.store(old, v.withLimited(limited)); done {
+					refused = inDebt
+					if edge := limited != old.limited(); edge || inDebt {
+						r.noteCharge(&whole, lv.bits[i], pk, kind, debited{inDebt, Send, edge}, now)
+					}
+				}
+			}
+		}
+		if !done {
+			refused = r.chargeKey(&whole, lv.bits[i], pk, kind, *li, now, s)
+		}
+		if !refused {
 			ipr = IPOk
 			continue
 		}
@@ -244,10 +270,11 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 	return ipr
 }
 
-// chargeLevel is chargeKey for a request prefix's account: the debit of
+// chargeLevel is chargeKey for a request account: the debit of
 // debitAccount for a held account, without the slip counter that no
-// request account has, written out here because it is most of what a
-// request costs with four prefixes. debitAccount does the rest.
+// request account has, written out here (and again in chargeUnproven's
+// loop) because it is most of what a request costs with four prefixes.
+// debitAccount does the rest.
 func (r *RRL) chargeLevel(whole *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
 	i, id := r.table.index(key), identOf(key, kind)
 	if ref, held := r.table.find(i, id); held {
@@ -255,8 +282,8 @@ func (r *RRL) chargeLevel(whole *network, bits uint8, key uint64, kind LimitKind
 			v, refused := old.charge(now, l)
 			limited := old.limitedAfter(now, l, refused)
 			if ref.store(old, v.withLimited(limited)) {
-				if limited != old.limited() && r.observer != nil {
-					r.reportEdge(whole.masked(bits), nil, key, kind, refused)
+				if edge := limited != old.limited(); edge || refused {
+					r.noteCharge(whole, bits, key, kind, debited{refused, Send, edge}, now)
 				}
 				return refused
 			}
@@ -294,9 +321,13 @@ func (r *RRL) refund(key uint64, kind LimitKind, l limit, now int64, s *stripe) 
 // wholeNetwork is a as a network of all its bits: 32 for IPv4 (and
 // IPv4-mapped IPv6), 128 for IPv6.
 func wholeNetwork(a netip.Addr) network {
+	if a.Is4() {
+		b := a.As4()
+		return network{lo: mapped | uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3]), v4: true, bits: 32}
+	}
 	b := a.As16() // the zero Addr reads as ::, 0.0.0.0 elsewhere (see networkOf)
 	hi, lo := be64(b[:8]), be64(b[8:])
-	if a.Is4() || a.Is4In6() || !a.IsValid() {
+	if a.Is4In6() || !a.IsValid() {
 		return network{lo: mapped | lo&0xffffffff, v4: true, bits: 32}
 	}
 	return network{hi: hi, lo: lo, bits: 128}

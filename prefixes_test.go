@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestSpreadFloodHeldByWiderPrefix: 16 /24s of one /18, each asking
@@ -258,8 +259,11 @@ func TestNoCookieUDPSize(t *testing.T) {
 		t.Fatalf("nocookie-udp-size alone: active %v, size %d", c.IsActive(), c.NoCookieUDPSize())
 	}
 	r := NewRRL(c)
-	if r.NoCookieUDPSize() != 512 {
-		t.Errorf("RRL.NoCookieUDPSize %d", r.NoCookieUDPSize())
+	if r.NoCookieUDPSize() != 512 || !r.NeedsResponseSize() {
+		t.Errorf("RRL.NoCookieUDPSize %d, NeedsResponseSize %v", r.NoCookieUDPSize(), r.NeedsResponseSize())
+	}
+	if newTestRRL(t, nil, "responses-per-second", "5").NeedsResponseSize() || !newTestRRL(t, nil, "all-bytes-per-second", "600").NeedsResponseSize() {
+		t.Error("NeedsResponseSize follows nocookie-udp-size and all-bytes-per-second alone")
 	}
 	for _, tc := range []struct {
 		src  net.Addr
@@ -409,3 +413,40 @@ func BenchmarkRequestLevels(b *testing.B) {
 }
 
 const benchSources = 4096
+
+// TestStripeIsWholeLines: a stripe, grown by the counters of the
+// protections, still fills a whole number of cache lines.
+func TestStripeIsWholeLines(t *testing.T) {
+	if n := unsafe.Sizeof(stripe{}); n%64 != 0 {
+		t.Errorf("a stripe is %d bytes, not a whole number of 64-byte lines", n)
+	}
+}
+
+// TestLimitedRecordsPrefixRefusals: the record of limited accounts lists a
+// request prefix under its own prefix, with every refusal counted, the
+// network's request account too.
+func TestLimitedRecordsPrefixRefusals(t *testing.T) {
+	clock := newTestClock()
+	r := recordingRRL(t, clock, "requests-per-second", "3", "ipv4-request-prefixes", "32:2")
+	if got := requests(r, udp("192.0.2.9"), false, 10); got != "SSDDDDDDDD" {
+		t.Fatalf("host: %s", got)
+	}
+	if got := requests(r, udp("192.0.2.10"), false, 5); got != "SDDDD" {
+		t.Fatalf("neighbour: %s", got)
+	}
+	var host, network LimitedAccount
+	for _, a := range r.Limited(10, ByRefused) {
+		switch a.LimitKind {
+		case LimitIPv4RequestPrefixes:
+			host = a
+		case LimitRequests:
+			network = a
+		}
+	}
+	if host.Network != netip.MustParsePrefix("192.0.2.9/32") || host.Refused != 8 {
+		t.Errorf("the /32: %+v, want 192.0.2.9/32 refused 8 times", host)
+	}
+	if network.Network != netip.MustParsePrefix("192.0.2.0/24") || network.Refused != 4 {
+		t.Errorf("the network: %+v, want 192.0.2.0/24 refused 4 times", network)
+	}
+}

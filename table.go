@@ -27,7 +27,8 @@ import (
 // account, where with one bucket per account a bucket recycled while the
 // table had room, and max-table-size accounts left 82% held. In a full
 // table a new account takes the place of the account of lowest rank of
-// its two buckets (see rank): an account in credit goes before one in
+// its two buckets (see rank), or of its first alone if that never spilled
+// an account to its second, so that the search reads one line: an account in credit goes before one in
 // debt, the one with the most credit first, and among accounts in debt
 // the one least in debt goes first. So the account of a network under a
 // flood, deep in debt, survives a spray of spoofed sources, even of
@@ -59,7 +60,10 @@ const slotsPerBucket = 5
 type bucket struct {
 	balance [slotsPerBucket]atomic.Uint64
 	ident   [slotsPerBucket]atomic.Uint32
-	_       uint32
+	// spilled is set once an account whose first bucket this is may have
+	// gone to its second; until then, an account not in this bucket is in
+	// neither, and a full table need not read the second.
+	spilled atomic.Uint32
 }
 
 // identOf returns the ident of the account whose key is key. Tag 0 is
@@ -261,6 +265,9 @@ func (t *bucketTable) findFirst(i uint64, id uint32) (accountRef, bool) {
 // findSecond is find's look in the second bucket of the account with
 // ident id whose first is i.
 func (t *bucketTable) findSecond(i uint64, id uint32) (accountRef, bool) {
+	if t.pages[i/pageBuckets].Load()[i%pageBuckets].spilled.Load() == 0 {
+		return accountRef{}, false
+	}
 	k := t.alt(i, id)
 	b := &t.pages[k/pageBuckets].Load()[k%pageBuckets]
 	for j := range slotsPerBucket {
@@ -354,44 +361,29 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 	if t.setBuckets != 1 {
 		return t.victimSmall(id, now)
 	}
-	// Places are filled in order and never emptied, so in each bucket the
-	// account's own place, held or moving in, comes before every empty
-	// one; balances are read only when both buckets are full.
+	// One pass over both buckets looks for the account, an empty place
+	// and the account of lowest rank at once: the two lines are read
+	// together, and their balances are in the lines already.
+	// In a full table, an account whose first bucket never spilled is
+	// there or nowhere, and the one of lowest rank there is recycled: the
+	// second bucket is not read.
 	k2 := t.alt(i, id)
-	empty := place{}
-	for _, k := range [2]uint64{i, k2} {
-		b := t.bucket(k)
-		for j := range t.capacity(k) {
-			switch b.ident[j].Load() {
-			case id:
-				return place{b, k, j, id}, false
-			case 0:
-				if empty.b == nil {
-					empty = place{b, k, j, 0}
-				}
-			case id &^ 1:
-				moving = true
-			}
-		}
-		if k2 == i {
-			break
-		}
-	}
-	if empty.b != nil {
-		return empty, moving
-	}
-	if !moving && t.free.Load() > t.keep {
-		if p, ok := t.relocate(i, k2); ok {
-			return p, false
-		}
-	}
+	first := t.bucket(i)
+	var empty place
 	earliest := int64(0)
 	for _, k := range [2]uint64{i, k2} {
 		b := t.bucket(k)
+		if k != i && empty.b == nil && first.spilled.Load() == 0 && t.free.Load() <= t.keep {
+			break
+		}
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
-			case v == id: // added by another Debit since the first look
+			case v == id:
 				return place{b, k, j, id}, false
+			case v == 0:
+				if empty.b == nil {
+					empty = place{b, k, j, 0}
+				}
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
@@ -404,7 +396,25 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 			break
 		}
 	}
-	return p, moving
+	if empty.b != nil {
+		return t.spill(first, empty), moving
+	}
+	if !moving && t.free.Load() > t.keep {
+		if q, ok := t.relocate(i, k2); ok {
+			return t.spill(first, q), false
+		}
+	}
+	return t.spill(first, p), moving
+}
+
+// spill marks the bucket first as spilled if place p, chosen for an
+// account whose first bucket it is, lies in another bucket: before the
+// account moves in, so that a search that misses it in first looks on.
+func (t *bucketTable) spill(first *bucket, p place) place {
+	if p.b != nil && p.b != first && first.spilled.Load() == 0 {
+		first.spilled.Store(1)
+	}
+	return p
 }
 
 // rank orders the accounts of a full set for recycling: the one with the
@@ -554,6 +564,10 @@ func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
 func claim(b *bucket, j int, y uint32) (balance, bool) {
 	if !b.ident[j].CompareAndSwap(y, y&^1) {
 		return 0, false
+	}
+	// b may be y's first bucket, and y is going to its second.
+	if b.spilled.Load() == 0 {
+		b.spilled.Store(1)
 	}
 	for {
 		v := balance(b.balance[j].Load())

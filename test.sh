@@ -45,7 +45,8 @@ if [ "$(awk '{print $3}' <<<"$versions" | sort -u | wc -l)" -gt 1 ]; then
 fi
 
 echo "== go test -race"
-go test -race -count=1 "${packages[@]}"
+# A generous timeout: the race detector on a busy 2-core machine is slow.
+go test -race -count=1 -timeout 30m "${packages[@]}"
 
 # fuzz PKG TARGET fuzzes one target for $FUZZTIME. Go 1.26's fuzzing
 # coordinator can fail a run with "context deadline exceeded" as the time

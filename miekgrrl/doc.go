@@ -34,7 +34,10 @@
 // with a fresh server cookie if the request had a client cookie and cookies
 // are configured (the client retries with the cookie and is then exempt
 // from the response limits), or
-// else an empty TC=1 reply that sends the client to TCP. A slip reply to a
+// else an empty TC=1 reply that sends the client to TCP. A response longer
+// than nocookie-udp-size (rrl.RTTooLarge) goes as TooLargeReply: TC=1 with
+// a fresh server cookie for a client that sent a cookie, never BADCOOKIE,
+// so that its retry with the cookie gets the whole answer. A slip reply to a
 // request signed with TSIG ends with a TSIG record for the same key, which
 // a dns.Server holding the key (TsigSecret) signs as it writes the reply.
 //
@@ -113,7 +116,9 @@
 // Per query the middleware adds a few hundred nanoseconds (about half of
 // it the core's DebitRequest and DebitResponse) and one 16-byte allocation
 // (the writer the handler gets) to the handler's cost; a response with a
-// server cookie costs one more allocation, for its copy. A request refused
+// server cookie costs one more allocation, for its copy, and with
+// nocookie-udp-size or all-bytes-per-second set, measuring a response to be
+// compressed costs package dns's compression map. A request refused
 // by its request limit costs no allocation and less than the handler
 // would (see README.md).
 //

@@ -99,7 +99,11 @@ type Decision struct {
 // rrl.Source reads the RemoteAddr) is closed. Then it captures the response
 // next writes, classifies it with Tuple, debits it (rrl.RRL.DebitResponse),
 // and sends it, drops it or sends SlipReply in its place. The core never
-// limits TCP responses (RTNotUDP). A handler that writes nothing gets
+// limits TCP responses (RTNotUDP). A UDP response longer than the
+// limiter's nocookie-udp-size, to a request without a valid server
+// cookie, is replaced by TooLargeReply: TC=1 with a server cookie when the
+// client sent a cookie, so that its retry, with the cookie or over TCP,
+// gets the whole answer. A handler that writes nothing gets
 // nothing written for it. With Options.Cookies, the response to a request
 // with a valid server cookie is not debited: its source cannot be spoofed,
 // so it cannot be the victim of a reflection; the request limit holds it
@@ -223,19 +227,21 @@ type writer struct {
 
 // state is what the middleware knows of one request and its response.
 type state struct {
-	rw      dns.ResponseWriter // the server's writer
-	h       *middleware
-	req     *dns.Msg
-	remote  net.Addr
-	client  netip.Addr
-	udp     bool // as the core reads the source: what the limiter is told
-	stream  bool // on a connection (onStream): what writing the response goes by
-	ck      RequestCookie
-	origin  string
-	tuple   rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
-	reqIP   rrl.IPReason      // what the request limit said
-	decided bool
-	action  rrl.Action // what to do with this and any later message
+	rw       dns.ResponseWriter // the server's writer
+	h        *middleware
+	req      *dns.Msg
+	remote   net.Addr
+	client   netip.Addr
+	udp      bool // as the core reads the source: what the limiter is told
+	stream   bool // on a connection (onStream): what writing the response goes by
+	ck       RequestCookie
+	origin   string
+	tuple    rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
+	reqIP    rrl.IPReason      // what the request limit said
+	decided  bool
+	action   rrl.Action // what to do with this and any later message
+	tooLarge bool       // the action is Slip for nocookie-udp-size (rrl.RTTooLarge)
+	wireLen  int        // the length of a message the handler packed itself (Write), else 0
 }
 
 // handle is the ResponseWriter a handler gets: it works while its writer is
@@ -437,6 +443,7 @@ func (s *state) write(b []byte) (int, error) {
 	if !unpacked {
 		m = &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}
 	}
+	s.wireLen = len(b)
 	switch s.decide(m) {
 	case rrl.Drop:
 		return len(b), s.drop()
@@ -473,8 +480,15 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 	var rtr rrl.RTReason
 	limited := s.ck.state != CookieValid
 	if limited {
-		s.tuple = Tuple(s.req, m, s.wildcardOrigin(m))
+		s.tuple = tuple(s.req, m, s.wildcardOrigin(m))
+		if h.limiter.NeedsResponseSize() {
+			s.tuple.Size = s.wireLen
+			if s.wireLen == 0 {
+				s.tuple.Size = m.Len()
+			}
+		}
 		s.action, ipr, rtr = h.limiter.DebitResponseAddr(s.client, s.udp, &s.tuple)
+		s.tooLarge = rtr == rrl.RTTooLarge
 	} else {
 		// A proven source: exempt from the response limits, held only to
 		// the request limit it has passed.
@@ -488,7 +502,7 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 		if limited {
 			d.Tuple = s.tuple
 		} else {
-			d.Tuple = Tuple(s.req, m, s.wildcardOrigin(m))
+			d.Tuple = tuple(s.req, m, s.wildcardOrigin(m))
 		}
 		h.opts.OnDecision(d)
 	}
@@ -523,6 +537,9 @@ func (s *state) withCookie(m *dns.Msg) *dns.Msg {
 func (s *state) slipReply(m *dns.Msg) *dns.Msg {
 	if s.ck.now.IsZero() && s.req.IsTsig() != nil {
 		s.ck.now = s.h.opts.Now() // for the TSIG record's time signed
+	}
+	if s.tooLarge {
+		return s.ck.TooLargeReply(m)
 	}
 	return s.ck.SlipReply(m)
 }

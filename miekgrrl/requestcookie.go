@@ -82,9 +82,20 @@ func (rc *RequestCookie) Reply(resp *dns.Msg, truncate bool) *dns.Msg {
 // A TSIG record's time signed is the time read by Request, or the current
 // time when the request had no COOKIE option.
 func (rc *RequestCookie) SlipReply(resp *dns.Msg) *dns.Msg {
+	return rc.slip(resp, false)
+}
+
+// TooLargeReply is TooLargeReply for the request, with the client cookie
+// decoded when the request was: TC=1, with a fresh server cookie when the
+// request has a usable client cookie and Cookies are set.
+func (rc *RequestCookie) TooLargeReply(resp *dns.Msg) *dns.Msg {
+	return rc.slip(resp, true)
+}
+
+func (rc *RequestCookie) slip(resp *dns.Msg, tooLarge bool) *dns.Msg {
 	var cc *[clientCookieLen]byte
 	if rc.hasCC {
 		cc = &rc.cc
 	}
-	return slipReply(rc.req, resp, rc.c, cc, rc.client, rc.now)
+	return slipReply(rc.req, resp, rc.c, cc, rc.client, rc.now, tooLarge)
 }

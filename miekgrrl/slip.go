@@ -31,12 +31,31 @@ import (
 // with the key in its TsigSecret signs it as it writes it, as it signs any
 // reply ending with a TSIG record.
 func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time) *dns.Msg {
+	rc := slipCookie(req, c, client, now)
+	return rc.SlipReply(resp)
+}
+
+// TooLargeReply builds the reply sent instead of resp when the limiter
+// says Slip with rrl.RTTooLarge (a UDP response longer than
+// nocookie-udp-size to a request without a valid server cookie): TC=1
+// with the question only, as SlipReply's, and, when c is not nil and req
+// carries a client cookie, a COOKIE option with a fresh server cookie, so
+// that the client's retry with it gets the whole answer over UDP. Never
+// BADCOOKIE: the request was not refused, only too large to answer unproven.
+func TooLargeReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time) *dns.Msg {
+	rc := slipCookie(req, c, client, now)
+	return rc.TooLargeReply(resp)
+}
+
+// slipCookie is c.Request for SlipReply and TooLargeReply, with now kept
+// for a TSIG record even when req has no cookie. A nil c decodes nothing.
+func slipCookie(req *dns.Msg, c *Cookies, client netip.Addr, now time.Time) RequestCookie {
 	if c == nil {
-		return slipReply(req, resp, nil, nil, client, now)
+		return RequestCookie{req: req, client: client, now: now}
 	}
 	rc := c.Request(req, client, func() time.Time { return now })
-	rc.now = now // also for a TSIG record when req has no cookie
-	return rc.SlipReply(resp)
+	rc.now = now
+	return rc
 }
 
 // slip holds a slip reply and everything it points to, so that building one
@@ -53,8 +72,9 @@ type slip struct {
 }
 
 // slipReply is SlipReply with the client cookie already decoded: BADCOOKIE
-// when c and cc are set, TC otherwise.
-func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client netip.Addr, now time.Time) *dns.Msg {
+// when c and cc are set, TC otherwise; with tooLarge, TooLargeReply: TC,
+// with a server cookie when c and cc are set.
+func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client netip.Addr, now time.Time, tooLarge bool) *dns.Msg {
 	base := req
 	if base == nil {
 		base = resp
@@ -74,7 +94,8 @@ func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client
 		m.Question = s.q[:]
 	}
 
-	if c != nil && cc != nil && client.IsValid() {
+	withCookie := c != nil && cc != nil && client.IsValid()
+	if withCookie && !tooLarge {
 		m.Rcode = dns.RcodeBadCookie
 		s.setOPT(findOPT(req), nil)
 		s.opts[0] = c.freshCookie(&s.cookie, &s.text, cc, client, now)
@@ -89,6 +110,10 @@ func slipReply(req, resp *dns.Msg, c *Cookies, cc *[clientCookieLen]byte, client
 	}
 	if reqOPT := findOPT(req); reqOPT != nil {
 		s.setOPT(reqOPT, findOPT(resp))
+		if withCookie {
+			s.opts[0] = c.freshCookie(&s.cookie, &s.text, cc, client, now)
+			s.opt.Option = s.opts[:]
+		}
 	}
 	s.setTSIG(req, resp, now)
 	return m

@@ -26,11 +26,11 @@ const SkipOversize = "capture record over 131,072 bytes, or its packet outside i
 // of the input is passed on for the parser to find damaged.
 type boundReader struct {
 	br   *bufio.Reader
-	left int // bytes of the current record still to pass on
+	left int64 // bytes of the current record still to pass on
 	// next reads the header of the next record with br.Peek and returns
 	// its length in bytes and whether to drop it; for a header cut short by
 	// the end of the input, the bytes left (0 at a clean end).
-	next func(br *bufio.Reader) (length int, drop bool)
+	next func(br *bufio.Reader) (length int64, drop bool)
 	skip func(string)
 }
 
@@ -45,15 +45,15 @@ func (b *boundReader) Read(p []byte) (int, error) {
 			break
 		}
 		b.skip(SkipOversize)
-		if _, err := b.br.Discard(n); err != nil {
+		if _, err := io.CopyN(io.Discard, b.br, n); err != nil {
 			return 0, io.EOF // the input ended inside the dropped record
 		}
 	}
-	if len(p) > b.left {
+	if int64(len(p)) > b.left {
 		p = p[:b.left]
 	}
 	n, err := b.br.Read(p)
-	b.left -= n
+	b.left -= int64(n)
 	return n, err
 }
 
@@ -63,20 +63,20 @@ func (b *boundReader) Read(p []byte) (int, error) {
 func boundPcap(br *bufio.Reader, skip func(string)) *boundReader {
 	var order binary.ByteOrder = binary.LittleEndian
 	started := false
-	return &boundReader{br: br, skip: skip, next: func(br *bufio.Reader) (int, bool) {
+	return &boundReader{br: br, skip: skip, next: func(br *bufio.Reader) (int64, bool) {
 		if !started {
 			started = true
 			h, _ := br.Peek(24)
 			if len(h) > 0 && h[0] == 0xa1 { // a1b2c3d4 or a1b23c4d, written big-endian
 				order = binary.BigEndian
 			}
-			return len(h), false
+			return int64(len(h)), false
 		}
 		h, _ := br.Peek(16)
 		if len(h) < 16 {
-			return len(h), false // cut short: the parser finds it damaged
+			return int64(len(h)), false // cut short: the parser finds it damaged
 		}
-		n := 16 + int(order.Uint32(h[8:]))
+		n := 16 + int64(order.Uint32(h[8:]))
 		return n, n > MaxRecord
 	}}
 }
@@ -98,10 +98,10 @@ func boundPcapng(br *bufio.Reader, skip func(string)) *boundReader {
 	var order binary.ByteOrder = binary.LittleEndian
 	var snap0 uint32 // the snap length of the section's first interface
 	interfaces := 0
-	return &boundReader{br: br, skip: skip, next: func(br *bufio.Reader) (int, bool) {
+	return &boundReader{br: br, skip: skip, next: func(br *bufio.Reader) (int64, bool) {
 		h, _ := br.Peek(12)
 		if len(h) < 12 {
-			return len(h), false // cut short: the parser finds it damaged
+			return int64(len(h)), false // cut short: the parser finds it damaged
 		}
 		typ := order.Uint32(h)
 		if binary.LittleEndian.Uint32(h) == ngSection { // a palindrome: the same in either order
@@ -115,7 +115,7 @@ func boundPcapng(br *bufio.Reader, skip func(string)) *boundReader {
 			}
 			typ, interfaces = ngSection, 0
 		}
-		n := int(order.Uint32(h[4:]))
+		n := int64(order.Uint32(h[4:]))
 		if n < 12 {
 			return 12, false // the parser reports it
 		}
@@ -131,9 +131,9 @@ func boundPcapng(br *bufio.Reader, skip func(string)) *boundReader {
 		case ngEnhanced, ngPacket:
 			h, _ := br.Peek(28)
 			if len(h) < 28 {
-				return len(h), false // cut short: the parser finds it damaged
+				return int64(len(h)), false // cut short: the parser finds it damaged
 			}
-			if capLen := int(order.Uint32(h[20:])); capLen > n-32 {
+			if capLen := int64(order.Uint32(h[20:])); capLen > n-32 {
 				return n, true
 			}
 		case ngSimple:
@@ -141,7 +141,7 @@ func boundPcapng(br *bufio.Reader, skip func(string)) *boundReader {
 			if snap0 != 0 && capLen > snap0 {
 				capLen = snap0
 			}
-			if int(capLen) > n-16 {
+			if int64(capLen) > n-16 {
 				return n, true
 			}
 		}

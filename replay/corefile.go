@@ -122,6 +122,12 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 				return nil, d.Errf("%s needs at least one address or CIDR prefix", kw)
 			}
 			value = strings.Join(vals, " ")
+		case "ipv4-request-prefixes", "ipv6-request-prefixes":
+			// A list of pairs, written as separate arguments or as one.
+			if len(vals) == 0 {
+				return nil, d.Errf("%s needs at least one LENGTH:ALLOWANCE pair, such as 32:5 20:400", kw)
+			}
+			value = strings.Join(vals, " ")
 		default:
 			if !slices.Contains(rrl.Keywords(), kw) {
 				return nil, d.Errf("unknown property %q; the properties are %s, report-only, log-only, cookie-secret, status, log-limited", kw, strings.Join(rrl.Keywords(), ", "))

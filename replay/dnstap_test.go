@@ -15,6 +15,7 @@ import (
 	"github.com/dnsrrl/rrl/replay"
 	"github.com/dnsrrl/rrl/replay/internal/capgen"
 	dnstap "github.com/dnstap/golang-dnstap"
+	framestream "github.com/farsightsec/golang-framestream"
 	"github.com/miekg/dns"
 )
 
@@ -150,5 +151,64 @@ func TestDnstapWithoutTime(t *testing.T) {
 	checkCounts(t, rep, decide(t, kv, ex, nil))
 	if rep.Skipped[replay.SkipDnstapIncomplete] != 2 || !rep.First.Equal(capgen.QueryTime(first)) {
 		t.Errorf("skipped %v, first %v; want 2 incomplete, first %v", rep.Skipped, rep.First, capgen.QueryTime(first))
+	}
+}
+
+// -max-conns: a connection beyond the cap is not read (its handshake gets
+// no answer) until one of those read closes; then it is read, and the
+// report counts its messages, and a frame over MaxRecord as skipped.
+func TestListenMaxConns(t *testing.T) {
+	l, err := replay.ListenOn("unix:" + filepath.Join(t.TempDir(), "tap.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := replay.New(replay.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.ListenWith(ctx, l, replay.ListenOptions{MaxConns: 1, IdleTimeout: time.Hour}) }()
+	dial := func() net.Conn {
+		c, err := net.Dial("unix", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	first := dial()
+	if _, err := capgen.NewTapWriter(first, true); err != nil {
+		t.Fatal(err)
+	}
+	over := dial()
+	over.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := capgen.NewTapWriter(over, true); err == nil {
+		t.Error("a connection beyond -max-conns 1 was read")
+	}
+	over.Close()
+	first.Close()
+
+	c := dial()
+	defer c.Close()
+	tapExchanges(t, c, true, false, traffic(t, 1, 50, 0, 0))
+
+	// A frame over MaxRecord is read through and counted.
+	c = dial()
+	defer c.Close()
+	fw, err := framestream.NewWriter(c, &framestream.WriterOptions{ContentTypes: [][]byte{dnstap.FSContentType}, Bidirectional: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.WriteFrame(make([]byte, replay.MaxRecord+1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rep := r.Reports()[0]
+	if rep.Queries != 50 || rep.Responses != 50 || rep.Skipped[replay.SkipOversize] != 1 {
+		t.Errorf("%d queries, %d responses, skipped %v; want 50 of each and one oversize frame", rep.Queries, rep.Responses, rep.Skipped)
 	}
 }

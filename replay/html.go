@@ -63,7 +63,7 @@ func section(r *Report) htmlSection {
 			{name: "slipped", color: colorSlipped, values: tl.Slipped},
 			{name: "dropped", color: colorDropped, values: tl.Dropped},
 		}),
-		timeChart("Requests refused (requests-per-second) per "+per+", all clients", "requests per "+per, tl, []line{
+		timeChart("Requests refused (request limits) per "+per+", all clients", "requests per "+per, tl, []line{
 			{name: "refused", color: colorRefused, values: tl.Refused},
 		}),
 		timeChart("Bytes of responses cut per "+per+", all clients", "bytes per "+per, tl, []line{
@@ -355,7 +355,12 @@ svg .axis{stroke:#999}
 <table><tr><th>category</th><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th></tr>
 {{range cats}}{{$c := index $r.Categories .}}<tr><td>{{.}}</td><td>{{total $c}}</td><td>{{$c.Sent}}</td><td>{{$c.Slipped}}</td><td>{{$c.Dropped}}</td></tr>
 {{end}}<tr><th>all</th><th>{{$r.Responses}}</th><th>{{$r.Sent}}</th><th>{{$r.Slipped}}</th><th>{{$r.Dropped}}</th></tr></table>
-<p>Queries {{$r.Queries}}, dropped by requests-per-second {{$r.RequestsDropped}}, without a response in the input {{$r.Unanswered}}. Bytes of responses captured {{$r.Bytes.Captured}}, would have been sent {{$r.Bytes.Sent}} ({{.Cut}} cut). Networks limited at least once: {{$r.LimitedNetworks}}.</p>
+<p>Queries {{$r.Queries}}, refused by a request limit {{$r.RequestsDropped}}, without a response in the input {{$r.Unanswered}}. Bytes of responses captured {{$r.Bytes.Captured}}, would have been sent {{$r.Bytes.Sent}} ({{.Cut}} cut). Networks limited at least once: {{$r.LimitedNetworks}}.</p>
+{{if $r.Cuts}}<h3>Cut by limit</h3>
+<p>Bytes cut: of the responses not sent, less the truncated replies sent instead.</p>
+<table><tr><th>limit</th><th>requests refused</th><th>responses dropped</th><th>slipped</th><th>bytes cut</th></tr>
+{{range $r.Cuts}}<tr><td>{{.Limit}}</td><td>{{.RequestsRefused}}</td><td>{{.Dropped}}</td><td>{{.Slipped}}</td><td>{{.BytesCut}}</td></tr>
+{{end}}</table>{{end}}
 {{range .Overall}}{{.}}{{end}}
 {{range .Networks}}{{.}}{{end}}
 {{if $r.Networks}}<h3>Most limited networks</h3>

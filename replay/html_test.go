@@ -202,10 +202,10 @@ func TestHTMLInChromium(t *testing.T) {
 		t.Error(`the page has the heading "Report" under its title`)
 	}
 	want := map[string][]string{
-		"Responses per second, all clients":                              {"sent", "slipped", "dropped"},
-		"Requests refused (requests-per-second) per second, all clients": {"refused"},
-		"Bytes of responses cut per second, all clients":                 {"bytes cut"},
-		"Responses per second to 198.51.100.0/24":                        {"sent", "slipped", "dropped", "requests refused"},
+		"Responses per second, all clients":                         {"sent", "slipped", "dropped"},
+		"Requests refused (request limits) per second, all clients": {"refused"},
+		"Bytes of responses cut per second, all clients":            {"bytes cut"},
+		"Responses per second to 198.51.100.0/24":                   {"sent", "slipped", "dropped", "requests refused"},
 	}
 	seen := map[string]bool{}
 	for _, c := range got {

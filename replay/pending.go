@@ -21,7 +21,8 @@ type pendingQuery struct {
 	at       time.Time
 	valid    bool
 	dropped  uint64
-	answered bool // a response came: later ones (over TCP) continue it
+	causes   []cause // the limit that dropped it, by configuration; nil when none did
+	answered bool    // a response came: later ones (over TCP) continue it
 }
 
 // Bounds of the table of queries awaiting a response: a response that

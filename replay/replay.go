@@ -42,7 +42,8 @@ type Options struct {
 // Replay runs DNS traffic through one limiter per configuration, as the
 // servers would have: each query is charged with DebitRequest when it
 // arrives, and its response with DebitResponse unless the query carried a
-// valid server cookie. Time is the traffic's own: the limiters' clock reads
+// valid server cookie, the response's tuple carrying its captured length
+// (for all-bytes-per-second and nocookie-udp-size). Time is the traffic's own: the limiters' clock reads
 // the timestamp of the message being replayed, so a replay is
 // deterministic and as fast as the input can be read.
 //
@@ -72,6 +73,9 @@ type engine struct {
 	lc      *limiterConfig
 	limiter *rrl.RRL
 	report  *reportBuilder
+
+	prefixDrops [2][rrl.MaxRequestPrefixes]int64 // the limiter's RequestPrefixDrops, as last read and counted since
+	episodes    episodes                         // request accounts in a limiting episode, with request prefixes set
 }
 
 // New checks the configuration and returns a Replay ready for input.
@@ -115,7 +119,13 @@ func New(opts Options) (*Replay, error) {
 			return nil, err
 		}
 		lc.cfg.SetNowFunc(r.clock)
-		r.engines = append(r.engines, &engine{label: labels[i], lc: lc, report: newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))})
+		e := &engine{label: labels[i], lc: lc, report: newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))}
+		e.report.cuts.label(lc.cutRows())
+		if lc.prefixCount != [2]int{} {
+			e.episodes = episodes{byAccount: map[uint64]episodeKey{}, live: map[episodeKey]int{}}
+			lc.cfg.SetObserver(e.episodes.observe)
+		}
+		r.engines = append(r.engines, e)
 	}
 	return r, nil
 }
@@ -175,15 +185,36 @@ func (r *Replay) query(m *Message) {
 	}
 	client := m.Client.Addr().Unmap()
 	valid := r.validCookie(q.cookie, m, client)
-	var dropped uint64
+	p := pendingQuery{at: m.Time, valid: valid}
 	for i, e := range r.engines {
-		act, _ := e.limiter.DebitRequestAddr(client, m.UDP, valid)
-		if act == rrl.Drop {
-			dropped |= 1 << i
-		}
-		e.report.query(m.Time, e.lc.network(client), act == rrl.Drop)
+		p.refuse(i, len(r.engines), e.request(m.Time, client, m.UDP, valid))
 	}
-	r.pending.put(pendingKey{m.Client, q.id, m.UDP}, pendingQuery{at: m.Time, valid: valid, dropped: dropped})
+	r.pending.put(pendingKey{m.Client, q.id, m.UDP}, p)
+}
+
+// request charges a request from client to the engine's limiter, counts
+// it in the report, and returns the limit that refused it, or causeNone.
+func (e *engine) request(at time.Time, client netip.Addr, udp, valid bool) cause {
+	act, _ := e.limiter.DebitRequestAddr(client, udp, valid)
+	k := causeNone
+	if act == rrl.Drop {
+		k = e.requestCause(client, !udp || valid)
+	}
+	e.report.query(at, e.lc.network(client), k)
+	return k
+}
+
+// refuse notes that configuration i of n refused the query, for cause k
+// (causeNone: it did not).
+func (p *pendingQuery) refuse(i, n int, k cause) {
+	if k == causeNone {
+		return
+	}
+	p.dropped |= 1 << i
+	if p.causes == nil {
+		p.causes = make([]cause, n)
+	}
+	p.causes[i] = k
 }
 
 // limitedQuestion reads the header and question of the message in w and
@@ -246,32 +277,33 @@ func (r *Replay) response(m *Message) {
 	}
 	client := m.Client.Addr().Unmap()
 	size, slip := len(m.Wire), -1
+	t.Size = size // the captured message's length, which all-bytes-per-second charges
 	for i, e := range r.engines {
 		n := e.lc.network(client)
 		if !matched {
 			e.report.rep.Unmatched++
-			act, _ := e.limiter.DebitRequestAddr(client, m.UDP, false)
-			if act == rrl.Drop {
-				p.dropped |= 1 << i
-			}
-			e.report.query(m.Time, n, act == rrl.Drop)
+			p.refuse(i, len(r.engines), e.request(m.Time, client, m.UDP, false))
 		}
 		var act rrl.Action
+		k := causeNone
 		switch {
 		case p.dropped&(1<<i) != 0:
-			act = rrl.Drop
+			act, k = rrl.Drop, p.causes[i]
 		case p.answered:
 			act = rrl.Send // over TCP: a response limit never keeps it
 		case p.valid:
 			act = rrl.Send
 			e.report.rep.CookieExempt++
 		default:
-			act, _, _ = e.limiter.DebitResponseAddr(client, m.UDP, &t)
+			var rtr rrl.RTReason
+			act, _, rtr = e.limiter.DebitResponseAddr(client, m.UDP, &t)
+			k = responseCause(rtr, t.AllowanceCategory)
 		}
 		if act == rrl.Slip && slip < 0 {
 			slip = slipSize(m.Wire)
 		}
 		e.report.response(m.Time, n, &t, act, size, slip)
+		e.report.cuts.response(k, act, size, slip)
 	}
 }
 
@@ -296,7 +328,9 @@ func (r *Replay) tuple(wire []byte) (rrl.ResponseTuple, bool) {
 }
 
 // slipSize is the size of the reply a slip sends in place of a response:
-// its header, question and OPT record.
+// its header, question and OPT record. It is the size of the truncated
+// reply that nocookie-udp-size sends too, whose OPT record carries the
+// cookies the response carried.
 func slipSize(resp []byte) int {
 	info, _ := readQuery(resp)
 	n := dnsHeaderLen

@@ -15,7 +15,8 @@ import (
 // Report is what one configuration would have done to the replayed traffic.
 // Every response of the input has one fate: sent, slipped (a truncated or
 // BADCOOKIE reply in its place) or dropped (by a response limit, or with
-// its request by requests-per-second): Responses = Sent + Slipped + Dropped.
+// its request by a request limit): Responses = Sent + Slipped + Dropped.
+// Cuts tell which limit cut what.
 type Report struct {
 	Setting  string   `json:"setting,omitempty"` // the swept keyword=value
 	Settings []string `json:"settings"`          // every setting applied, in order
@@ -27,7 +28,7 @@ type Report struct {
 
 	Packets         int64 `json:"packets"` // packets (or dnstap frames) read, replayed or skipped
 	Queries         int64 `json:"queries"`
-	RequestsDropped int64 `json:"requests_dropped"` // queries over requests-per-second
+	RequestsDropped int64 `json:"requests_dropped"` // queries refused by a request limit (requests-per-second, a request prefix)
 	Responses       int64 `json:"responses"`
 	Sent            int64 `json:"sent"`
 	Slipped         int64 `json:"slipped"`
@@ -43,7 +44,12 @@ type Report struct {
 	Networks        []*NetworkEntry `json:"networks"`                   // the most limited networks, most first
 	Limited         []*TupleEntry   `json:"limited"`                    // the most limited tuples, most first
 
-	Bytes   Bytes            `json:"bytes"`
+	Bytes Bytes `json:"bytes"`
+	// Cuts are what each limit cut, in a fixed order: the request limits,
+	// all-per-second, all-bytes-per-second, nocookie-udp-size, then the
+	// tuple allowances; a row for each limit that is on, and for any other
+	// that cut something.
+	Cuts    []*Cut           `json:"cut_by_limit"`
 	Skipped map[string]int64 `json:"skipped"`
 
 	Timeline *Timeline `json:"timeline,omitempty"`
@@ -128,6 +134,7 @@ type reportBuilder struct {
 	tuples     map[tupleKey]*TupleEntry
 	maxTracked int
 	timeline   timelineBuilder
+	cuts       cutCounts
 }
 
 func newReportBuilder(maxTracked int) *reportBuilder {
@@ -139,11 +146,13 @@ func newReportBuilder(maxTracked int) *reportBuilder {
 	}
 }
 
-func (b *reportBuilder) query(at time.Time, n netip.Prefix, dropped bool) {
+// query records a query, and the limit that refused it (causeNone: none).
+func (b *reportBuilder) query(at time.Time, n netip.Prefix, k cause) {
 	b.rep.Queries++
-	if !dropped {
+	if k == causeNone {
 		return
 	}
+	b.cuts.refuse(k)
 	b.rep.RequestsDropped++
 	b.network(n, at).RequestsDropped++
 	b.timeline.refuse(at, n)
@@ -313,6 +322,7 @@ func (b *reportBuilder) report(top int) *Report {
 		return cmp.Or(cmp.Compare(b.denied(), a.denied()), strings.Compare(a.Network, b.Network),
 			strings.Compare(a.Category, b.Category), strings.Compare(a.Name, b.Name), strings.Compare(a.Class, b.Class), strings.Compare(a.Type, b.Type))
 	})
+	r.Cuts = b.cuts.list()
 	r.Timeline = b.timeline.build(r.Networks, 5)
 	if top >= 0 {
 		r.Networks = r.Networks[:min(top, len(r.Networks))]

@@ -75,6 +75,10 @@ type limiterConfig struct {
 	ipv4Bits     int
 	ipv6Bits     int
 	maxTableSize int
+	prefixCount  [2]int                 // request prefixes configured, by family (0 IPv4, 1 IPv6)
+	prefixes     [2][]rrl.RequestPrefix // and the pairs
+	requestsOn   bool                   // requests-per-second is on
+	provenApart  bool                   // proven-requests-per-second is set: proven requests have accounts of their own
 }
 
 // newLimiterConfig applies settings in order to a new Config.
@@ -91,6 +95,11 @@ func newLimiterConfig(settings []Setting) (*limiterConfig, error) {
 	lc.ipv4Bits = lc.intValue("ipv4-prefix-length")
 	lc.ipv6Bits = lc.intValue("ipv6-prefix-length")
 	lc.maxTableSize = lc.intValue("max-table-size")
+	lc.prefixes = [2][]rrl.RequestPrefix{lc.cfg.RequestPrefixes(false), lc.cfg.RequestPrefixes(true)}
+	lc.prefixCount = [2]int{len(lc.prefixes[0]), len(lc.prefixes[1])}
+	v, _ := lc.cfg.Value("requests-per-second")
+	lc.requestsOn = v != "0"
+	lc.provenApart = lc.cfg.IsSet("proven-requests-per-second")
 	return lc, nil
 }
 

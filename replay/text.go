@@ -81,9 +81,10 @@ func (r *Report) writeText(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "%-8s\t%d\t%d\t%d\t%d\t\n", "all", r.Responses, r.Sent, r.Slipped, r.Dropped)
 	tw.Flush()
-	fmt.Fprintf(w, "\nqueries %d, dropped by requests-per-second %d, without a response in the input %d\n", r.Queries, r.RequestsDropped, r.Unanswered)
+	fmt.Fprintf(w, "\nqueries %d, refused by a request limit %d, without a response in the input %d\n", r.Queries, r.RequestsDropped, r.Unanswered)
 	fmt.Fprintf(w, "responses sent unlimited for a valid server cookie %d; responses whose query was not seen %d\n", r.CookieExempt, r.Unmatched)
 	fmt.Fprintf(w, "bytes of responses: captured %d, would have been sent %d (%s cut)\n", r.Bytes.Captured, r.Bytes.Sent, r.Bytes.cut())
+	r.writeCuts(w)
 	fmt.Fprintf(w, "networks limited at least once: %d", r.LimitedNetworks)
 	if r.EvictedNetworks > 0 {
 		fmt.Fprintf(w, " (the report's table of networks filled up: %d of the least limited were dropped from it, and one limited again is counted again)", r.EvictedNetworks)
@@ -126,4 +127,23 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// writeCuts writes the table of what each limit cut.
+func (r *Report) writeCuts(w io.Writer) {
+	if len(r.Cuts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ncut by limit (bytes cut: of responses not sent, less the truncated replies sent instead):\n")
+	width := len("limit")
+	for _, c := range r.Cuts {
+		width = max(width, len(c.Limit))
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\trequests refused\tresponses dropped\tslipped\tbytes cut\t\n", width, "limit")
+	for _, c := range r.Cuts {
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t\n", width, c.Limit, c.RequestsRefused, c.Dropped, c.Slipped, c.BytesCut)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // Timeline counts, per step of time from Start, the responses sent,
-// slipped and dropped, the requests refused (dropped by
-// requests-per-second) and the bytes of responses cut (not sent, or sent
+// slipped and dropped, the requests refused (by requests-per-second or a
+// request prefix) and the bytes of responses cut (not sent, or sent
 // as a slip's smaller reply), overall and for the most limited networks.
 // Limited is Slipped plus Dropped.
 type Timeline struct {

@@ -76,6 +76,8 @@ type cli struct {
 	secret     string
 	listen     string
 	duration   time.Duration
+	maxConns   int
+	idle       time.Duration
 	quiet      bool
 }
 
@@ -99,6 +101,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.secret, "cookie-secret", "", "validate server cookies with this `hex` secret (32 hex digits; a second after a comma is the previous one)")
 	fs.StringVar(&c.listen, "listen", "", "read dnstap from this `socket`, unix:/path or tcp:host:port, instead of files")
 	fs.DurationVar(&c.duration, "duration", 0, "with -listen, stop and report after this long (default: at Ctrl-C)")
+	fs.IntVar(&c.maxConns, "max-conns", replay.DefaultMaxConns, "with -listen, read at most this many `connections` at once; more wait")
+	fs.DurationVar(&c.idle, "idle-timeout", replay.DefaultIdleTimeout, "with -listen, close a connection that sends nothing for this long")
 	fs.BoolVar(&c.quiet, "q", false, "no progress line on stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -118,6 +122,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "rrl-replay: -listen %v\n", err)
 			return exitUsage
 		}
+	}
+	if c.maxConns < 1 || c.idle <= 0 {
+		fmt.Fprintf(stderr, "rrl-replay: -max-conns %d, -idle-timeout %v: want at least 1 connection and a positive duration\n", c.maxConns, c.idle)
+		return exitUsage
 	}
 	opts, otherBlocks, err := c.options()
 	if err != nil {
@@ -286,7 +294,10 @@ func (c *cli) replay(r *replay.Replay, files []string, stderr io.Writer) error {
 			ctx, cancel = context.WithTimeout(ctx, c.duration)
 			defer cancel()
 		}
-		return r.Listen(ctx, l)
+		return r.ListenWith(ctx, l, replay.ListenOptions{MaxConns: c.maxConns, IdleTimeout: c.idle,
+			AcceptError: func(err error, pause time.Duration) {
+				fmt.Fprintf(stderr, "rrl-replay: %v; retrying in %v\n", err, pause)
+			}})
 	}
 	done, watched := make(chan struct{}), make(chan struct{})
 	defer func() { close(done); <-watched }() // before stop cancels ctx

@@ -294,3 +294,11 @@ func TestStdinBomb(t *testing.T) {
 		t.Errorf("exit %d, %s\n%s", code, stderr, stdout)
 	}
 }
+
+// A fatal error after messages were read reports them all the same.
+func TestReportAfterFatalError(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "-q", sample, "main.go")
+	if code != 1 || !strings.Contains(stderr, "rrl-replay: main.go: not a pcap, pcapng or dnstap file\nrrl-replay: reporting what was read\n") || !strings.Contains(stdout, "all            1000") {
+		t.Errorf("exit %d, stderr %q, report:\n%s", code, stderr, stdout)
+	}
+}
