@@ -79,3 +79,20 @@ func TestRequestCookieClockAndNil(t *testing.T) {
 		t.Error("a nil Cookies made a cookie")
 	}
 }
+
+// TooLargeReply is TC=1, never BADCOOKIE, with a fresh server cookie for a
+// request with a client cookie and none for one without.
+func TestRequestCookieTooLargeReply(t *testing.T) {
+	clock := newTestClock()
+	cookies := NewCookies([16]byte{1})
+	client := netip.MustParseAddr("192.0.2.1")
+	fresh := issuedCookie(cookies, client, clock.now())
+	for cookie, want := range map[string]string{testClientCookie: fresh, "": ""} {
+		req := cookieQuery("www.example.org.", cookie)
+		rc := cookies.Request(req, client, clock.now)
+		m := rc.TooLargeReply(new(dns.Msg).SetReply(req))
+		if !m.Truncated || m.Rcode != dns.RcodeSuccess || respCookie(m) != want {
+			t.Errorf("cookie %q: TC %v, rcode %d, cookie %q; want TC, NOERROR, cookie %q", cookie, m.Truncated, m.Rcode, respCookie(m), want)
+		}
+	}
+}
