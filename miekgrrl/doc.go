@@ -57,8 +57,8 @@
 // request's COOKIE option once with Cookies.Request, as Middleware and the
 // CoreDNS plugin do: the RequestCookie it returns gives the option's state
 // (State, Malformed), the response with a server cookie (Reply: the
-// request's own while it is young, else a fresh one) and the slip reply
-// (SlipReply). A malformed COOKIE option is answered with
+// request's own while it is young, else a fresh one) and the slip replies
+// (SlipReply, TooLargeReply). A malformed COOKIE option is answered with
 // MalformedCookieReply. Check, MalformedCookie, AddServerCookie (always a
 // fresh cookie) and SlipReply do one of these each, decoding the option
 // again; like Tuple they take the request first and the response second.
