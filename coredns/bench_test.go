@@ -184,7 +184,8 @@ func runCookieBench(b *testing.B, valid bool) {
 }
 
 // BenchmarkRRLCookieValid: queries with a valid server cookie, which are
-// checked and answered unlimited, with a fresh server cookie.
+// checked and answered unlimited, with their own server cookie sent back
+// (it is young).
 func BenchmarkRRLCookieValid(b *testing.B) { runCookieBench(b, true) }
 
 // BenchmarkRRLClientCookie: queries with a client cookie only, which are

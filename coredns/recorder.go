@@ -2,11 +2,9 @@ package rrl
 
 import (
 	"sync"
-	"time"
 
 	"github.com/miekg/dns"
 
-	core "github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
@@ -26,10 +24,9 @@ type recorder struct {
 	req   *dns.Msg
 	h     *RRL
 	msg   *dns.Msg // the response, for accounting
-	now   int64    // Unix nanoseconds; set when the request has a cookie
 	state recState
 
-	cookie miekgrrl.CookieState
+	ck *miekgrrl.RequestCookie // the request's cookie, decoded once; nil without one
 	// cookied: msg already carries the server cookie that send would add
 	// (measured put it in, so that it counts in the length), so send writes it as is.
 	cookied bool
@@ -63,13 +60,13 @@ const (
 // wroteNothing reports whether the chain has written nothing.
 func (s recState) wroteNothing() bool { return s == holding || s == streaming }
 
-// newRecorder makes the recorder of one request. It is kept small (what
-// only the cookie path needs, the client's address, is read again there),
-// and recorders are allocated recorderBatch at a time: a request takes the
-// next unused one of a batch, and no recorder is ever handed out twice, so
-// what the chain keeps stays its own. A batch stays in memory while any of
+// newRecorder makes the recorder of one request. It is kept small (a
+// request's cookie is kept apart, by keepCookie), and recorders are
+// allocated recorderBatch at a time: a request takes the next unused one of
+// a batch, and no recorder is ever handed out twice, so what the chain keeps
+// stays its own. A batch stays in memory while any of
 // its recorders is referenced, a few kilobytes at most per retained one.
-func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, now int64, cookie miekgrrl.CookieState, hold bool) *recorder {
+func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, ck *miekgrrl.RequestCookie, hold bool) *recorder {
 	b := batches.Get().(*recorderBatchCursor)
 	if len(b.free) == 0 {
 		b.free = make([]recorder, recorderBatch)
@@ -78,7 +75,7 @@ func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, now int64, cookie mie
 	b.free = b.free[1:]
 	batches.Put(b)
 	rec.ResponseWriter, rec.req, rec.h = w, r, h
-	rec.now, rec.cookie, rec.state = now, cookie, streaming
+	rec.ck, rec.state = ck, streaming
 	if hold {
 		rec.state = holding
 	}
@@ -127,13 +124,15 @@ func (rec *recorder) Write(b []byte) (int, error) {
 	return rec.ResponseWriter.Write(b)
 }
 
-// send writes m to the client, with a fresh server cookie when the request
+// send writes m to the client, with a server cookie when the request
 // carried a client cookie: that is how clients obtain the cookie that
-// exempts them. The cookie goes into a copy of m: a plugin may write one
-// message to many clients (a shared or cached message), and writing the
-// cookie into it would race with the other requests and leak one client's
-// cookie to another. AddServerCookie copies the additional section and
-// the OPT record it changes, so a copy of the header struct is enough.
+// exempts them. The request's own is sent back while it is young, a fresh
+// one otherwise (miekgrrl.RequestCookie.Reply). The cookie goes into one
+// copy of m: a plugin may write one message to many clients (a shared or
+// cached message), and writing the cookie into it would race with the other
+// requests and leak one client's cookie to another. The copy is not
+// truncated here: the server's writer (request.ScrubWriter) fits every
+// response to the client's payload size.
 func (rec *recorder) send(m *dns.Msg) error {
 	if !rec.cookied || m != rec.msg {
 		m = rec.withCookie(m)
@@ -142,15 +141,12 @@ func (rec *recorder) send(m *dns.Msg) error {
 }
 
 // withCookie returns m, or when the request carried a client cookie a copy
-// of m with a fresh server cookie (see send).
+// of m with a server cookie (see send).
 func (rec *recorder) withCookie(m *dns.Msg) *dns.Msg {
-	if rec.cookie == miekgrrl.CookieNone {
+	if rec.ck == nil {
 		return m
 	}
-	c := *m
-	client, _ := core.Source(rec.RemoteAddr())
-	rec.h.cookies.AddServerCookie(rec.req, &c, client.Unmap(), time.Unix(0, rec.now))
-	return &c
+	return rec.ck.Reply(m, false)
 }
 
 // measured readies the held UDP response for measuring, and returns the

@@ -120,16 +120,11 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 
 	server := metrics.WithServer(ctx)
 	client, udp := transport(w, server)
-	var now time.Time
-	var nowNano int64
-	cookie := miekgrrl.CookieNone
-	if hasCookie(r) {
-		// Only cookies need the time, and reading the clock costs more
-		// than the rest of the cookie check.
-		now = time.Now()
-		nowNano = now.UnixNano()
-		cookie = h.cookies.Check(r, client, now)
-	}
+	// The option is decoded here once, for the request and its replies;
+	// the clock is read only for a request with a cookie (reading it costs
+	// more than the rest of the check).
+	ck := h.cookies.Request(r, client, time.Now)
+	cookie := ck.State()
 	proven := cookie == miekgrrl.CookieValid
 
 	reqAct, _ := h.limiter.DebitRequestAddr(client, udp, proven)
@@ -147,13 +142,12 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 
 	hold := udp && !proven && !refused
-	rec := newRecorder(w, r, h, nowNano, cookie, hold)
+	rec := newRecorder(w, r, h, keepCookie(&ck), hold)
 	var rcode int
 	var err error
-	if cookie == miekgrrl.CookieBad && miekgrrl.MalformedCookie(r) {
+	if ck.Malformed() {
 		// RFC 7873 section 5.2.2; the reply is limited like any error,
 		// and carries no cookie: the client's cannot be read.
-		rec.cookie = miekgrrl.CookieNone
 		rec.WriteMsg(miekgrrl.MalformedCookieReply(r))
 	} else {
 		ctx = rec.ctx.withMetadata(ctx)
@@ -181,7 +175,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 	act, rtr := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, maxSize, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.state == held {
-		h.deliver(rec, act, rtr, client, now)
+		h.deliver(rec, act, rtr, &ck)
 		if !plugin.ClientWrite(rcode) {
 			// We wrote (or dropped) the response: an error rcode would make
 			// the server write another one, unlimited.
@@ -258,7 +252,7 @@ func abort(w dns.ResponseWriter, server string, udp bool) {
 // TCP, and one that keeps cookies may retry over UDP with the cookie
 // instead; either way it gets the whole answer. BADCOOKIE is an error,
 // on which a client may give up.
-func (h *RRL) deliver(rec *recorder, act core.Action, rtr core.RTReason, client netip.Addr, now time.Time) {
+func (h *RRL) deliver(rec *recorder, act core.Action, rtr core.RTReason, ck *miekgrrl.RequestCookie) {
 	if h.reportOnly {
 		act = core.Send
 	}
@@ -266,11 +260,9 @@ func (h *RRL) deliver(rec *recorder, act core.Action, rtr core.RTReason, client 
 	case act == core.Send:
 		rec.send(rec.msg)
 	case act == core.Slip && rtr == core.RTTooLarge:
-		rec.ResponseWriter.WriteMsg(miekgrrl.TooLargeReply(rec.req, rec.msg, h.cookies, client, now))
+		rec.ResponseWriter.WriteMsg(ck.TooLargeReply(rec.msg))
 	case act == core.Slip:
-		// now is set when the request has a cookie, the only case in which
-		// SlipReply uses it.
-		rec.ResponseWriter.WriteMsg(miekgrrl.SlipReply(rec.req, rec.msg, h.cookies, client, now))
+		rec.ResponseWriter.WriteMsg(ck.SlipReply(rec.msg))
 	}
 }
 
@@ -358,20 +350,6 @@ func transport(w dns.ResponseWriter, server string) (netip.Addr, bool) {
 
 // transportDNS is how the address of a plain DNS server starts.
 const transportDNS = "dns://"
-
-// hasCookie reports whether r carries an EDNS COOKIE option.
-func hasCookie(r *dns.Msg) bool {
-	opt := r.IsEdns0()
-	if opt == nil {
-		return false
-	}
-	for _, o := range opt.Option {
-		if o.Option() == dns.EDNS0COOKIE {
-			return true
-		}
-	}
-	return false
-}
 
 // errorReply builds the response the server would write for an rcode that
 // a plugin returned without writing, as CoreDNS's server does.

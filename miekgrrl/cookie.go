@@ -351,10 +351,9 @@ func (c *Cookies) AddServerCookie(req, resp *dns.Msg, client netip.Addr, now tim
 	if c == nil || resp == nil || !client.IsValid() {
 		return
 	}
-	if cc, ok := clientCookie(req); ok {
-		r := new(cookieReply)
-		*resp = *r.attach(req, resp, c.freshCookie(&r.cookie, &r.text, &cc, client, now))
-	}
+	rc := c.Request(req, client, func() time.Time { return now })
+	rc.resend = false // always a fresh cookie, as documented
+	*resp = *rc.Reply(resp, false)
 }
 
 // cookieTextLen is the length of the hex text of a response's COOKIE option:
@@ -371,21 +370,6 @@ func (c *Cookies) freshCookie(o *dns.EDNS0_COOKIE, text *[cookieTextLen]byte, cc
 	encodeHex(text[2*clientCookieLen:], s[:])
 	*o = dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: unsafe.String(&text[0], len(text))}
 	return o
-}
-
-// clientCookie returns the client cookie of req, when req has one
-// well-formed COOKIE option.
-func clientCookie(req *dns.Msg) (cc [clientCookieLen]byte, ok bool) {
-	o, n := cookieOptions(req)
-	if n != 1 {
-		return cc, false
-	}
-	var buf [clientCookieLen + maxServerCookieLen]byte
-	if _, ok := decodeCookie(buf[:], o.Cookie); !ok {
-		return cc, false
-	}
-	copy(cc[:], buf[:clientCookieLen])
-	return cc, true
 }
 
 // cookieOptions returns the first COOKIE option of m and how many m has.

@@ -53,12 +53,16 @@
 // back as it came (RFC 9018 section 4.3), older ones are renewed. An
 // all-zero secret is never used, since anyone could make cookies with it:
 // NewCookies and Rotate given one, and the zero value, draw a random secret
-// from crypto/rand instead. A server that does not use Middleware checks a
-// request's cookie with Check and gives the response a server cookie with
-// AddServerCookie, which, like Tuple and SlipReply, takes the request first
-// and the response second; it answers a malformed COOKIE option
-// (MalformedCookie) with MalformedCookieReply. ParseSecret and ParseSecrets
-// read secrets as a configuration writes them.
+// from crypto/rand instead. A server that does not use Middleware decodes a
+// request's COOKIE option once with Cookies.Request, as Middleware and the
+// CoreDNS plugin do: the RequestCookie it returns gives the option's state
+// (State, Malformed), the response with a server cookie (Reply: the
+// request's own while it is young, else a fresh one) and the slip replies
+// (SlipReply, TooLargeReply). A malformed COOKIE option is answered with
+// MalformedCookieReply. Check, MalformedCookie, AddServerCookie (always a
+// fresh cookie) and SlipReply do one of these each, decoding the option
+// again; like Tuple they take the request first and the response second.
+// ParseSecret and ParseSecrets read secrets as a configuration writes them.
 //
 // # Middleware
 //

@@ -71,6 +71,36 @@ func ExampleCookies() {
 	// CookieBad
 }
 
+func ExampleCookies_Request() {
+	var secret [16]byte
+	rand.Read(secret[:])
+	cookies := miekgrrl.NewCookies(secret)
+	client := netip.MustParseAddr("192.0.2.10")
+
+	// A query with a client cookie, as a server without Middleware gets it.
+	req := new(dns.Msg).SetQuestion("www.example.org.", dns.TypeA)
+	req.SetEdns0(1232, false)
+	req.IsEdns0().Option = append(req.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0011223344556677"})
+
+	// The option is decoded once, for the request and its replies.
+	rc := cookies.Request(req, client, time.Now)
+	if rc.Malformed() {
+		return // answer miekgrrl.MalformedCookieReply(req)
+	}
+	fmt.Println(rc.State()) // proof of the source address when CookieValid
+
+	resp := new(dns.Msg).SetReply(req)
+	out := rc.Reply(resp, true) // to send, over UDP; resp is left as it was
+	fmt.Println(len(out.IsEdns0().Option[0].(*dns.EDNS0_COOKIE).Cookie), resp.IsEdns0() == nil)
+
+	// On Slip: BADCOOKIE with a fresh server cookie, since it sent a cookie.
+	fmt.Println(dns.RcodeToString[rc.SlipReply(resp).Rcode])
+	// Output:
+	// CookieClientOnly
+	// 48 true
+	// BADCOOKIE
+}
+
 func ExampleMiddleware() {
 	cfg := rrl.NewConfig()
 	cfg.SetValue("responses-per-second", "10")

@@ -110,6 +110,21 @@ func FuzzCookie(f *testing.F) {
 			}
 		}
 
+		// Request decodes once what Check and MalformedCookie decode apart,
+		// and Reply gives a cookie that validates.
+		clock := func() time.Time { return now }
+		rc := c.Request(req, client, clock)
+		if rc.State() != st || rc.Malformed() != MalformedCookie(req) {
+			t.Fatalf("%d-byte cookie: Request %v, malformed %v; Check %v", n, rc.State(), rc.Malformed(), st)
+		}
+		if got := respCookie(rc.Reply(new(dns.Msg).SetReply(req), true)); !rc.Malformed() {
+			if c.Check(cookieQuery("x.", got), client, now) != CookieValid {
+				t.Fatalf("reply cookie %s for %x does not validate", got, cookie)
+			}
+		} else if got != "" {
+			t.Fatalf("reply cookie %s for a malformed option", got)
+		}
+
 		m := new(dns.Msg)
 		if m.Unpack(data) != nil {
 			return
@@ -119,6 +134,12 @@ func FuzzCookie(f *testing.F) {
 		c.AddServerCookie(m, r, client, now)
 		if _, err := r.Pack(); err != nil {
 			t.Fatalf("response with cookie does not pack: %v", err)
+		}
+		mc := c.Request(m, client, clock)
+		for _, out := range []*dns.Msg{mc.Reply(new(dns.Msg).SetReply(m), true), mc.SlipReply(nil)} {
+			if _, err := out.Pack(); err != nil {
+				t.Fatalf("reply does not pack: %v", err)
+			}
 		}
 	})
 }

@@ -165,11 +165,9 @@ func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	s.client, s.udp = clientAddr(s.remote)
 	s.stream = onStream(s.remote, s.udp)
 	if h.opts.Cookies != nil {
-		// The clock is read only for requests with a cookie.
-		if o, n := cookieOptions(req); n > 0 {
-			s.now = h.opts.Now()
-			s.ck = h.opts.Cookies.classify(o, n, s.client, s.now)
-		}
+		s.ck = h.opts.Cookies.Request(req, s.client, h.opts.Now)
+	} else {
+		s.ck = RequestCookie{req: req, client: s.client} // no cookie state: slips are TC
 	}
 	if s.admit() {
 		h.serve(cw, req)
@@ -236,8 +234,7 @@ type state struct {
 	client   netip.Addr
 	udp      bool // as the core reads the source: what the limiter is told
 	stream   bool // on a connection (onStream): what writing the response goes by
-	ck       cookieInfo
-	now      time.Time // read when the request has a cookie
+	ck       RequestCookie
 	origin   string
 	tuple    rrl.ResponseTuple // here, not on the stack, so Debit cannot make it escape
 	reqIP    rrl.IPReason      // what the request limit said
@@ -530,35 +527,21 @@ func (s *state) needsCookie() bool {
 	return s.h.opts.Cookies != nil && s.ck.hasCC && s.client.IsValid()
 }
 
-// withCookie returns a copy of m with a server cookie: the request's own,
-// as it came, while it is young enough (RFC 9018 section 4.3), else a fresh
-// one. Over UDP the copy is truncated to the client's payload size.
+// withCookie returns a copy of m with a server cookie (RequestCookie.Reply),
+// truncated over UDP to the client's payload size.
 func (s *state) withCookie(m *dns.Msg) *dns.Msg {
-	r := new(cookieReply)
-	c := s.ck.opt
-	if !s.ck.resend {
-		c = s.h.opts.Cookies.freshCookie(&r.cookie, &r.text, &s.ck.cc, s.client, s.now)
-	}
-	out := r.attach(s.req, m, c)
-	if !s.stream {
-		if size := udpSize(s.req); uncompressedLen(out, &r.opt) > size {
-			out.Truncate(size)
-		}
-	}
-	return out
+	return s.ck.Reply(m, !s.stream)
 }
 
-// slipReply is SlipReply with the client cookie decoded when the request
-// was checked.
+// slipReply is SlipReply with the cookie decoded when the request came.
 func (s *state) slipReply(m *dns.Msg) *dns.Msg {
-	var cc *[clientCookieLen]byte
-	if s.ck.hasCC {
-		cc = &s.ck.cc
+	if s.ck.now.IsZero() && s.req.IsTsig() != nil {
+		s.ck.now = s.h.opts.Now() // for the TSIG record's time signed
 	}
-	if s.now.IsZero() && s.req.IsTsig() != nil {
-		s.now = s.h.opts.Now() // for the TSIG record's time signed
+	if s.tooLarge {
+		return s.ck.TooLargeReply(m)
 	}
-	return slipReply(s.req, m, s.h.opts.Cookies, cc, s.client, s.now, s.tooLarge)
+	return s.ck.SlipReply(m)
 }
 
 // clientAddr returns the client's address without its zone, IPv4-mapped

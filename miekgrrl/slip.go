@@ -31,13 +31,8 @@ import (
 // with the key in its TsigSecret signs it as it writes it, as it signs any
 // reply ending with a TSIG record.
 func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time) *dns.Msg {
-	var cc *[clientCookieLen]byte
-	if c != nil && client.IsValid() {
-		if v, ok := clientCookie(req); ok {
-			cc = &v
-		}
-	}
-	return slipReply(req, resp, c, cc, client, now, false)
+	rc := slipCookie(req, c, client, now)
+	return rc.SlipReply(resp)
 }
 
 // TooLargeReply builds the reply sent instead of resp when the limiter
@@ -48,13 +43,19 @@ func SlipReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time)
 // that the client's retry with it gets the whole answer over UDP. Never
 // BADCOOKIE: the request was not refused, only too large to answer unproven.
 func TooLargeReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.Time) *dns.Msg {
-	var cc *[clientCookieLen]byte
-	if c != nil && client.IsValid() {
-		if v, ok := clientCookie(req); ok {
-			cc = &v
-		}
+	rc := slipCookie(req, c, client, now)
+	return rc.TooLargeReply(resp)
+}
+
+// slipCookie is c.Request for SlipReply and TooLargeReply, with now kept
+// for a TSIG record even when req has no cookie. A nil c decodes nothing.
+func slipCookie(req *dns.Msg, c *Cookies, client netip.Addr, now time.Time) RequestCookie {
+	if c == nil {
+		return RequestCookie{req: req, client: client, now: now}
 	}
-	return slipReply(req, resp, c, cc, client, now, true)
+	rc := c.Request(req, client, func() time.Time { return now })
+	rc.now = now
+	return rc
 }
 
 // slip holds a slip reply and everything it points to, so that building one

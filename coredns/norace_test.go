@@ -1,0 +1,5 @@
+//go:build !race
+
+package rrl
+
+const raceEnabled = false
