@@ -262,11 +262,10 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 		refused, done := false, false
 		if ref, held := r.table.findFirst(r.table.index(pk), identOf(pk, kind)); held {
 			if old, ok := ref.load(); ok {
-				v, inDebt := old.charge(now, le.limit)
-				limited := old.limitedAfter(now, le.limit, inDebt)
-				if done = ref.store(old, v.withLimited(limited)); done {
+				v, inDebt := old.requestCharged(now, le.limit)
+				if done = ref.store(old, v); done {
 					refused = inDebt
-					if edge := limited != old.limited(); edge || inDebt {
+					if edge := v.limited() != old.limited(); edge || inDebt {
 						r.noteCharge(&whole, le.bits, pk, kind, debited{inDebt, Send, edge}, now)
 					}
 				}
@@ -300,10 +299,9 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 func (r *RRL) chargeLevel(whole *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
 	if ref, held := r.table.findFirst(r.table.index(key), identOf(key, kind)); held {
 		if old, ok := ref.load(); ok {
-			v, refused := old.charge(now, l)
-			limited := old.limitedAfter(now, l, refused)
-			if ref.store(old, v.withLimited(limited)) {
-				if edge := limited != old.limited(); edge || refused {
+			v, refused := old.requestCharged(now, l)
+			if ref.store(old, v) {
+				if edge := v.limited() != old.limited(); edge || refused {
 					r.noteCharge(whole, bits, key, kind, debited{refused, Send, edge}, now)
 				}
 				return refused
@@ -412,4 +410,26 @@ func scaleProtection(p protection, f float64) protection {
 		p.nsPerByte = min(p.nsPerByte/f, max(p.nsPerByte, float64(time.Second)/minBytesRate))
 	}
 	return p
+}
+
+// requestCharged is balance.charge followed by balance.limitedAfter for a
+// request account (l.debt 0), in one and small enough to be inlined into
+// a request's debit: it returns v charged by l at now, its episode flag
+// set, and whether the charge was refused. A refused charge leaves the tat
+// where it was; either way an account that had earned full credit holds
+// just that, its slip count afresh. The account is in an episode after a
+// refusal, or if it was in one and its tat was within full credit and an
+// interval of now.
+func (v balance) requestCharged(now int64, l limit) (balance, bool) {
+	tat, full, w := v.tat(now), now-l.credit, v&^(tatMask|limitedBit)
+	if v&limitedBit != 0 && tat > full-l.interval {
+		w |= limitedBit
+	}
+	if tat <= full {
+		tat, w = full, w&^slipMask
+	}
+	if tat += l.interval; tat > now {
+		return w | limitedBit | balance(uint64(tat-l.interval)&tatMask), true
+	}
+	return w | balance(uint64(tat)&tatMask), false
 }
