@@ -388,14 +388,15 @@ func TestUnsanitizedProtection(t *testing.T) {
 }
 
 // BenchmarkRequestLevels is a request debit (DebitRequestAddr, unproven)
-// with requests-per-second alone, and with four request prefixes too,
-// from 4,096 sources spread over 256 /18s, every request served.
+// with requests-per-second alone, and with one or four request prefixes
+// too, from 4,096 sources spread over 256 /18s, every request served.
 func BenchmarkRequestLevels(b *testing.B) {
-	for _, levels := range []string{"", "32:1000000 24:1000000 20:1000000 18:1000000"} {
-		name := "none"
-		if levels != "" {
-			name = "4levels"
-		}
+	for _, c := range []struct{ name, levels string }{
+		{"none", ""},
+		{"1level", "24:1000000"},
+		{"4levels", "32:1000000 24:1000000 20:1000000 18:1000000"},
+	} {
+		name, levels := c.name, c.levels
 		b.Run(name, func(b *testing.B) {
 			r := newTestRRL(b, nil, "requests-per-second", "1000000", "ipv4-request-prefixes", levels)
 			var srcs [benchSources]netip.Addr
