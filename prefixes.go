@@ -413,9 +413,9 @@ func scaleProtection(p protection, f float64) protection {
 }
 
 // requestCharged is balance.charge followed by balance.limitedAfter for a
-// request account (l.debt 0), in one and small enough to be inlined into
-// a request's debit: it returns v charged by l at now, its episode flag
-// set, and whether the charge was refused. A refused charge leaves the tat
+// request account (l.debt 0), in one call that reads the tat once and
+// tests no debt: it returns v charged by l at now, its episode flag set,
+// and whether the charge was refused. A refused charge leaves the tat
 // where it was; either way an account that had earned full credit holds
 // just that, its slip count afresh. The account is in an episode after a
 // refusal, or if it was in one and its tat was within full credit and an

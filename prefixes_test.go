@@ -480,3 +480,26 @@ func TestRequestChargedIsChargeThenLimitedAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestLevelMasksAreMasked: the masks and key word a level has ready give
+// every length of either family the key of the address masked to it.
+func TestLevelMasksAreMasked(t *testing.T) {
+	var k hashKey
+	for i := range k {
+		k[i] = uint64(i+1) * 0x9e3779b97f4a7c15
+	}
+	for _, s := range []string{"203.0.113.255", "255.255.255.255", "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"} {
+		whole := wholeNetwork(netip.MustParseAddr(s))
+		fam, kind, most := 0, LimitIPv4RequestPrefixes, 32
+		if !whole.v4 {
+			fam, kind, most = 1, LimitIPv6RequestPrefixes, 128
+		}
+		for bits := 1; bits <= most; bits++ {
+			le := levelOf(fam, uint8(bits), 0, 1e9)
+			got := k.prefixOf(whole.hi&le.hiMask, whole.lo&le.loMask, le.meta)
+			if want := k.prefix(whole.masked(uint8(bits)), kind); got != want {
+				t.Errorf("%s/%d: key %#x, want %#x", s, bits, got, want)
+			}
+		}
+	}
+}
