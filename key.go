@@ -145,9 +145,18 @@ func (k *hashKey) account(n network, kind LimitKind, class, qtype uint16, name s
 // and the kind. It is account for a key without class, type and name, in
 // two multiplications rather than four.
 func (k *hashKey) prefix(n network, kind LimitKind) uint64 {
-	meta := uint64(kind)<<56 | uint64(n.bits)
-	return mum(mum(n.hi^k[0], n.lo^k[1])^k[2], meta^k[3])
+	return k.prefixOf(n.hi, n.lo, prefixMeta(kind, n.bits))
 }
+
+// prefixOf is prefix for the halves of the network, already masked, and
+// prefixMeta of its kind and length, which a request's debit has ready.
+func (k *hashKey) prefixOf(hi, lo, meta uint64) uint64 {
+	return mum(mum(hi^k[0], lo^k[1])^k[2], meta^k[3])
+}
+
+// prefixMeta is the word of a request prefix's key that holds its kind
+// and length.
+func prefixMeta(kind LimitKind, bits uint8) uint64 { return uint64(kind)<<56 | uint64(bits) }
 
 // foldWord lower-cases the ASCII capitals among the eight bytes of w.
 func foldWord(w uint64) uint64 { return w | upperBytes(w)>>2 } // 0x80>>2 is the case bit

@@ -152,10 +152,31 @@ type protection struct {
 
 // levels is the request prefixes of one family that are on.
 type levels struct {
-	n      int
-	bits   [MaxRequestPrefixes]uint8
-	index  [MaxRequestPrefixes]uint8 // the pair's place in the Config, for Stats
-	limits [MaxRequestPrefixes]limit
+	n     int
+	level [MaxRequestPrefixes]level
+}
+
+// level is one request prefix that is on, with what its debit needs made
+// ready when the RRL is made: the masks and the hashed length and kind,
+// so that a request costs no shift or branch per prefix to find its
+// account.
+type level struct {
+	hiMask, loMask uint64 // the prefix's mask of the 16-byte address (IPv4-mapped for IPv4)
+	meta           uint64 // the length and kind, as hashKey.prefix hashes them
+	limit          limit
+	bits           uint8
+	index          uint8 // the pair's place in the Config, for Stats
+}
+
+// levelOf makes the level of the prefix of bits bits, of family fam, the
+// index-th pair of the Config, allowing a request every interval.
+func levelOf(fam int, bits, index uint8, interval int64) level {
+	kind, n := LimitIPv4RequestPrefixes, network{hi: ^uint64(0), lo: ^uint64(0), v4: true, bits: 32}
+	if fam == 1 {
+		kind, n = LimitIPv6RequestPrefixes, network{hi: ^uint64(0), lo: ^uint64(0), bits: 128}
+	}
+	m := n.masked(bits)
+	return level{hiMask: m.hi, loMask: m.lo, meta: prefixMeta(kind, bits), limit: requestLimitOf(interval), bits: bits, index: index}
 }
 
 // initProtection sets up the protections from the RRL's Config, after its
@@ -168,8 +189,7 @@ func (r *RRL) initProtection() bool {
 			if rp.Rate <= 0 {
 				continue
 			}
-			lv.bits[lv.n], lv.index[lv.n] = uint8(rp.Bits), uint8(i)
-			lv.limits[lv.n] = requestLimitOf(int64(float64(time.Second) / rp.Rate))
+			lv.level[lv.n] = levelOf(fam, uint8(rp.Bits), uint8(i), int64(float64(time.Second)/rp.Rate))
 			lv.n++
 		}
 	}
@@ -233,37 +253,37 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 		ipr = IPOk
 	}
 	var keys [MaxRequestPrefixes]uint64 // those charged, for a refund
-	for i := range lv.n {
+	for i := range lv.level[:lv.n] {
 		// chargeLevel, written out: most of what a request costs with four
 		// prefixes is here.
-		pk, li := r.hash.prefix(whole.masked(lv.bits[i]), kind), &lv.limits[i]
+		le := &lv.level[i]
+		pk := r.hash.prefixOf(whole.hi&le.hiMask, whole.lo&le.loMask, le.meta)
 		keys[i] = pk
 		refused, done := false, false
-		if ref, held := r.table.find(r.table.index(pk), identOf(pk, kind)); held {
+		if ref, held := r.table.findFirst(r.table.index(pk), identOf(pk, kind)); held {
 			if old, ok := ref.load(); ok {
-				v, inDebt := old.charge(now, *li)
-				limited := old.limitedAfter(now, *li, inDebt)
-				if done = ref.store(old, v.withLimited(limited)); done {
+				v, inDebt := old.requestCharged(now, le.limit)
+				if done = ref.store(old, v); done {
 					refused = inDebt
-					if edge := limited != old.limited(); edge || inDebt {
-						r.noteCharge(&whole, lv.bits[i], pk, kind, debited{inDebt, Send, edge}, now)
+					if edge := v.limited() != old.limited(); edge || inDebt {
+						r.noteCharge(&whole, le.bits, pk, kind, debited{inDebt, Send, edge}, now)
 					}
 				}
 			}
 		}
-		if !done {
-			refused = r.chargeKey(&whole, lv.bits[i], pk, kind, *li, now, s)
+		if !done { // not in its first bucket (debitAccount looks further), or changed meanwhile
+			refused = r.chargeKey(&whole, le.bits, pk, kind, le.limit, now, s)
 		}
 		if !refused {
 			ipr = IPOk
 			continue
 		}
-		s.prot.prefixDrops[fam][lv.index[i]].Add(1)
+		s.prot.prefixDrops[fam][le.index].Add(1)
 		if l.on() {
 			r.refund(key, LimitRequests, l, now, s)
 		}
 		for j := range i {
-			r.refund(keys[j], kind, lv.limits[j], now, s)
+			r.refund(keys[j], kind, lv.level[j].limit, now, s)
 		}
 		return IPRateLimit
 	}
@@ -271,18 +291,17 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 }
 
 // chargeLevel is chargeKey for a request account: the debit of
-// debitAccount for a held account, without the slip counter that no
-// request account has, written out here (and again in chargeUnproven's
-// loop) because it is most of what a request costs with four prefixes.
-// debitAccount does the rest.
+// debitAccount for an account held in its first bucket, without the slip
+// counter that no request account has, written out here (and again in
+// chargeUnproven's loop) because it is most of what a request costs with
+// four prefixes. findFirst is inlined where find is not; debitAccount
+// does the rest, an account in its second bucket included.
 func (r *RRL) chargeLevel(whole *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
-	i, id := r.table.index(key), identOf(key, kind)
-	if ref, held := r.table.find(i, id); held {
+	if ref, held := r.table.findFirst(r.table.index(key), identOf(key, kind)); held {
 		if old, ok := ref.load(); ok {
-			v, refused := old.charge(now, l)
-			limited := old.limitedAfter(now, l, refused)
-			if ref.store(old, v.withLimited(limited)) {
-				if edge := limited != old.limited(); edge || refused {
+			v, refused := old.requestCharged(now, l)
+			if ref.store(old, v) {
+				if edge := v.limited() != old.limited(); edge || refused {
 					r.noteCharge(whole, bits, key, kind, debited{refused, Send, edge}, now)
 				}
 				return refused
@@ -383,12 +402,34 @@ func scaleProtection(p protection, f float64) protection {
 	}
 	for fam := range p.levels {
 		lv := &p.levels[fam]
-		for i := range lv.n {
-			lv.limits[i] = requestLimitOf(scale(lv.limits[i].interval, f))
+		for i := range lv.level[:lv.n] {
+			lv.level[i].limit = requestLimitOf(scale(lv.level[i].limit.interval, f))
 		}
 	}
 	if p.nsPerByte > 0 {
 		p.nsPerByte = min(p.nsPerByte/f, max(p.nsPerByte, float64(time.Second)/minBytesRate))
 	}
 	return p
+}
+
+// requestCharged is balance.charge followed by balance.limitedAfter for a
+// request account (l.debt 0), in one call that reads the tat once and
+// tests no debt: it returns v charged by l at now, its episode flag set,
+// and whether the charge was refused. A refused charge leaves the tat
+// where it was; either way an account that had earned full credit holds
+// just that, its slip count afresh. The account is in an episode after a
+// refusal, or if it was in one and its tat was within full credit and an
+// interval of now.
+func (v balance) requestCharged(now int64, l limit) (balance, bool) {
+	tat, full, w := v.tat(now), now-l.credit, v&^(tatMask|limitedBit)
+	if v&limitedBit != 0 && tat > full-l.interval {
+		w |= limitedBit
+	}
+	if tat <= full {
+		tat, w = full, w&^slipMask
+	}
+	if tat += l.interval; tat > now {
+		return w | limitedBit | balance(uint64(tat-l.interval)&tatMask), true
+	}
+	return w | balance(uint64(tat)&tatMask), false
 }

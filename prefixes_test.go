@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -387,14 +388,15 @@ func TestUnsanitizedProtection(t *testing.T) {
 }
 
 // BenchmarkRequestLevels is a request debit (DebitRequestAddr, unproven)
-// with requests-per-second alone, and with four request prefixes too,
-// from 4,096 sources spread over 256 /18s, every request served.
+// with requests-per-second alone, and with one or four request prefixes
+// too, from 4,096 sources spread over 256 /18s, every request served.
 func BenchmarkRequestLevels(b *testing.B) {
-	for _, levels := range []string{"", "32:1000000 24:1000000 20:1000000 18:1000000"} {
-		name := "none"
-		if levels != "" {
-			name = "4levels"
-		}
+	for _, c := range []struct{ name, levels string }{
+		{"none", ""},
+		{"1level", "24:1000000"},
+		{"4levels", "32:1000000 24:1000000 20:1000000 18:1000000"},
+	} {
+		name, levels := c.name, c.levels
 		b.Run(name, func(b *testing.B) {
 			r := newTestRRL(b, nil, "requests-per-second", "1000000", "ipv4-request-prefixes", levels)
 			var srcs [benchSources]netip.Addr
@@ -448,5 +450,56 @@ func TestLimitedRecordsPrefixRefusals(t *testing.T) {
 	}
 	if network.Network != netip.MustParsePrefix("192.0.2.0/24") || network.Refused != 4 {
 		t.Errorf("the network: %+v, want 192.0.2.0/24 refused 4 times", network)
+	}
+}
+
+// TestRequestChargedIsChargeThenLimitedAfter: the request debit's charge,
+// written in one, leaves every balance as charge and limitedAfter do, and
+// refuses the same charges, over tats in debt, in credit, full and past
+// full, in and out of an episode, with slip counts and generations.
+func TestRequestChargedIsChargeThenLimitedAfter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, interval := range []int64{1, 1e3, 1e6, 25e6, 1e9, 7e9, 100e9} {
+		l := requestLimitOf(interval)
+		for range 20000 {
+			now := rng.Int64N(1<<62) - 1<<61
+			tat := now + rng.Int64N(4*(l.credit+l.interval)) - 3*(l.credit+l.interval)
+			switch rng.IntN(4) {
+			case 0:
+				tat = now - rng.Int64N(1<<55) // long idle
+			case 1: // at an edge: full credit and an interval, full credit, an interval
+				edges := [...]int64{now - l.credit - l.interval, now - l.credit, now - l.interval, now}
+				tat = edges[rng.IntN(len(edges))] + rng.Int64N(3) - 1
+			}
+			old := balance(rng.Uint64()).withTat(tat)
+			v, inDebt := old.charge(now, l)
+			want := v.withLimited(old.limitedAfter(now, l, inDebt))
+			if got, refused := old.requestCharged(now, l); got != want || refused != inDebt {
+				t.Fatalf("interval %d now %d balance %#x: got %#x refused %v, want %#x %v", interval, now, old, got, refused, want, inDebt)
+			}
+		}
+	}
+}
+
+// TestLevelMasksAreMasked: the masks and key word a level has ready give
+// every length of either family the key of the address masked to it.
+func TestLevelMasksAreMasked(t *testing.T) {
+	var k hashKey
+	for i := range k {
+		k[i] = uint64(i+1) * 0x9e3779b97f4a7c15
+	}
+	for _, s := range []string{"203.0.113.255", "255.255.255.255", "2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"} {
+		whole := wholeNetwork(netip.MustParseAddr(s))
+		fam, kind, most := 0, LimitIPv4RequestPrefixes, 32
+		if !whole.v4 {
+			fam, kind, most = 1, LimitIPv6RequestPrefixes, 128
+		}
+		for bits := 1; bits <= most; bits++ {
+			le := levelOf(fam, uint8(bits), 0, 1e9)
+			got := k.prefixOf(whole.hi&le.hiMask, whole.lo&le.loMask, le.meta)
+			if want := k.prefix(whole.masked(uint8(bits)), kind); got != want {
+				t.Errorf("%s/%d: key %#x, want %#x", s, bits, got, want)
+			}
+		}
 	}
 }
