@@ -60,6 +60,13 @@ outcome() {
 	fi
 }
 
+# earned ALLOWANCE START END: the most a burst sent between START and END
+# (seconds, from date +%s.%N) can have answered: the second's credit an
+# account holds, what it earns while the shell starts the burst's clients
+# (slow on a busy machine), and two more for clients the shell had started
+# but the kernel had not yet run when the loop ended.
+earned() { awk -v a="$1" -v s="$2" -v e="$3" 'BEGIN { x = a + a * (e - s) + 2; print int(x) + (x > int(x)) }'; }
+
 echo "e2e: building CoreDNS with rrl into $tmp"
 build_coredns
 
@@ -115,9 +122,11 @@ answers() {
 
 before=$(scrape)
 echo "e2e: a burst of 20 queries at once from the same client (allowance 5/s)"
+start=$(date +%s.%N)
 for i in $(seq 20); do
 	ask www.example.test A >"$tmp/burst.$i" &
 done
+started=$(date +%s.%N)
 wait_jobs() { for j in $(jobs -p); do [[ $j == "$pid" ]] || wait "$j" || true; done; }
 wait_jobs
 answered=0 truncated=0 dropped=0
@@ -131,7 +140,10 @@ for i in $(seq 20); do
 	esac
 done
 echo "e2e: answered $answered, truncated $truncated, dropped $dropped"
-((answered >= 1 && answered <= 8)) || fail "want about 5 answered, got $answered"
+most=$(earned 5 "$start" "$started")
+echo "e2e: at most $most could be answered: 5, and 5 a second while the burst started"
+# The first query above spent one of www's five.
+((answered >= 4 && answered <= most)) || fail "want 4 to $most answered, got $answered"
 ((truncated >= 1)) || fail "want TC replies (slip-ratio 2), got none"
 ((dropped >= 1)) || fail "want some responses dropped, got none"
 
@@ -221,9 +233,11 @@ if [[ $client == dig ]]; then
 	done
 	[[ -n $cookie ]] || fail "no server cookie from the second server"
 	echo "e2e: 30 queries at once with a valid server cookie (proven allowance 5/s, responses 1/s)"
+	start=$(date +%s.%N)
 	for i in $(seq 30); do
 		dig +cookie="$cookie" +ignore +tries=1 +time=2 @127.0.0.1 -p "$req_port" www.example.test A >"$tmp/cookie.$i" 2>&1 &
 	done
+	started=$(date +%s.%N)
 	for j in $(jobs -p); do [[ $j == "$pid" || $j == "$req_pid" ]] || wait "$j" || true; done
 	# The probes sent only a client cookie: they spent the network's
 	# unproven account, not the proven one these queries are charged to.
@@ -239,7 +253,8 @@ if [[ $client == dig ]]; then
 		fi
 	done
 	echo "e2e: $answered answered, $replied other replies, the rest refused"
-	((answered >= 2 && answered <= 8)) || fail "want about 5 answered (the proven allowance, above the response limit of 1), got $answered"
+	most=$(earned 5 "$start" "$started")
+	((answered >= 2 && answered <= most)) || fail "want 2 to $most answered (the proven allowance, 5, and 5 a second while the queries started; above the response limit of 1), got $answered"
 	((replied == 0)) || fail "refused requests got $replied replies, want none"
 	exec 4<>"/dev/tcp/127.0.0.1/$req_metrics"
 	printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&4
