@@ -27,14 +27,6 @@ fi
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-fail() {
-	echo "e2e: FAIL: $*"
-	if [[ -f $tmp/coredns.log ]]; then
-		echo "--- coredns log"
-		cat "$tmp/coredns.log"
-	fi
-	exit 1
-}
 
 # ask [client options...] NAME TYPE: one query over UDP that neither retries
 # nor falls back to TCP on TC, so that what the server sent is what we see.
@@ -73,13 +65,6 @@ build_coredns
 # The example listens on fixed ports. CoreDNS sets SO_REUSEPORT, so a second
 # server on a busy port would start and share the queries; if a port is
 # taken, run the example on another one instead.
-in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-	local p=$1
-	while in_use "$p"; do p=$((p + 10000)); done
-	((p < 65536)) || fail "no free port near $1"
-	echo "$p"
-}
 dns_port=$(free_port 1053)
 metrics_port=$(free_port 9153)
 ready_port=$(free_port 8181)

@@ -23,22 +23,7 @@ fi
 
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-fail() {
-	echo "protect: FAIL: $*"
-	if [[ -f $tmp/coredns.log ]]; then
-		echo "--- coredns log"
-		cat "$tmp/coredns.log"
-	fi
-	exit 1
-}
 
-in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-	local p=$1
-	while in_use "$p"; do p=$((p + 10000)); done
-	((p < 65536)) || fail "no free port near $1"
-	echo "$p"
-}
 dns_port=$(free_port 1055)
 metrics_port=$(free_port 9155)
 
