@@ -60,10 +60,26 @@ const slotsPerBucket = 5
 type bucket struct {
 	balance [slotsPerBucket]atomic.Uint64
 	ident   [slotsPerBucket]atomic.Uint32
-	// spilled is set once an account whose first bucket this is may have
-	// gone to its second; until then, an account not in this bucket is in
-	// neither, and a full table need not read the second.
+	// spilled has its low bit set once an account whose first bucket this
+	// is may have gone to its second; until then, an account not in this
+	// bucket is in neither, and a full table need not read the second. Its
+	// other bits count the accounts moved into this bucket (see put), so
+	// that victim can tell when its look at an account's two buckets, one
+	// after the other, may have missed the account as it moved between
+	// them.
 	spilled atomic.Uint32
+}
+
+// hasSpilled reports whether an account whose first bucket is b may have
+// gone to its second.
+func (b *bucket) hasSpilled() bool { return b.spilled.Load()&1 != 0 }
+
+// markSpilled records that an account whose first bucket may be b may go
+// to its second.
+func (b *bucket) markSpilled() {
+	if !b.hasSpilled() {
+		b.spilled.Or(1)
+	}
 }
 
 // identOf returns the ident of the account whose key is key. Tag 0 is
@@ -220,16 +236,21 @@ func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
 
 // maxWaits bounds how often findOrAdd looks again at a set where the
 // account it seeks is moving in, yielding the processor in between, before
-// it adds the account itself. The wait is for two stores of another Debit;
-// it ends early only if that Debit's goroutine is held up between them.
-// Then the account is added twice: the copy in the later place lies unused
-// until recycled, and the debits made to it are lost. The same can happen,
+// it adds the account itself. The wait is for two stores of another Debit:
+// of one adding the account, or of one moving it to its other bucket to
+// make room (see moveAside: from claim to put); it ends early only if that
+// Debit's goroutine is held up between them. Then the account is added
+// twice: the copy in the later place lies unused until recycled, and the
+// debits made to it are lost; and as the wait found the account moving,
+// no account is moved aside for the copy, which may take the place of
+// another account though the table has room. The same can happen,
 // without a wait, when two Debits add the same account at once: each
 // scans the set before the other's compare-and-swap of the ident, and
 // they choose different places (in a full set whose balances changed
 // between the two scans). Two that choose the same place cannot both
 // take it: the loser sees the account moving in when it looks again.
-const maxWaits = 100
+// Tests that count every debit raise it, so that no wait runs out.
+var maxWaits = 100
 
 // find returns the account with ident id in set i if the table holds it
 // and the set is one bucket (in a small table it returns false, leaving
@@ -265,7 +286,7 @@ func (t *bucketTable) findFirst(i uint64, id uint32) (accountRef, bool) {
 // findSecond is find's look in the second bucket of the account with
 // ident id whose first is i.
 func (t *bucketTable) findSecond(i uint64, id uint32) (accountRef, bool) {
-	if t.pages[i/pageBuckets].Load()[i%pageBuckets].spilled.Load() == 0 {
+	if !t.pages[i/pageBuckets].Load()[i%pageBuckets].hasSpilled() {
 		return accountRef{}, false
 	}
 	k := t.alt(i, id)
@@ -356,7 +377,8 @@ func (t *bucketTable) add(p place, id uint32, first balance, s *stripe) (account
 // set holds it; else an empty place; else that of the account to recycle
 // (see rank); a nil bucket if new accounts are moving into every place.
 // It also reports whether the account is moving in, added by another
-// Debit that has not finished.
+// Debit that has not finished. It reads the two buckets again if an
+// account moved into either while it read them (see put).
 func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bool) {
 	if t.setBuckets != 1 {
 		return t.victimSmall(id, now)
@@ -369,50 +391,80 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 	// second bucket is not read.
 	k2 := t.alt(i, id)
 	first := t.bucket(i)
-	var empty place
-	earliest := int64(0)
-	for _, k := range [2]uint64{i, k2} {
-		b := t.bucket(k)
-		if k != i && empty.b == nil && first.spilled.Load() == 0 && t.free.Load() <= t.keep {
-			break
-		}
-		for j := range t.capacity(k) {
-			switch v := b.ident[j].Load(); {
-			case v == id:
-				return place{b, k, j, id}, false
-			case v == 0:
-				if empty.b == nil {
-					empty = place{b, k, j, 0}
-				}
-			case v == id&^1:
-				moving = true
-			case v&1 == 1: // not moving in
-				if r := t.rank(v, b.balance[j].Load(), now); p.b == nil || r < earliest {
-					p, earliest = place{b, k, j, v}, r
+	for {
+		var empty place
+		var seen [2]*bucket
+		var count [2]uint32 // the move counts of the buckets seen, before
+		p, moving = place{}, false
+		earliest := int64(0)
+		for n, k := range [2]uint64{i, k2} {
+			b := t.bucket(k)
+			if k != i && empty.b == nil && !first.hasSpilled() && t.free.Load() <= t.keep {
+				break
+			}
+			seen[n], count[n] = b, b.spilled.Load()
+			for j := range t.capacity(k) {
+				switch v := b.ident[j].Load(); {
+				case v == id:
+					return place{b, k, j, id}, false
+				case v == 0:
+					if empty.b == nil {
+						empty = place{b, k, j, 0}
+					}
+				case v == id&^1:
+					moving = true
+				case v&1 == 1: // not moving in
+					if r := t.rank(v, b.balance[j].Load(), now); p.b == nil || r < earliest {
+						p, earliest = place{b, k, j, v}, r
+					}
 				}
 			}
+			if k2 == i {
+				break
+			}
+			if n == 0 && betweenBuckets != nil {
+				betweenBuckets()
+			}
 		}
-		if k2 == i {
-			break
+		if movedIn(seen, count) {
+			// The account may have moved from the bucket read second to
+			// the one read first in between, read in neither (see
+			// put): look again rather than add a copy of it.
+			continue
+		}
+		if empty.b != nil {
+			return t.spill(first, empty), moving
+		}
+		if !moving && t.free.Load() > t.keep {
+			if q, ok := t.relocate(i, k2); ok {
+				return t.spill(first, q), false
+			}
+		}
+		return t.spill(first, p), moving
+	}
+}
+
+// betweenBuckets, if not nil, is called by victim between its reads of an
+// account's two buckets: tests set it to move the account meanwhile.
+var betweenBuckets func()
+
+// movedIn reports whether an account was moved into one of the buckets
+// seen since their move counts were count.
+func movedIn(seen [2]*bucket, count [2]uint32) bool {
+	for n, b := range seen {
+		if b != nil && b.spilled.Load()>>1 != count[n]>>1 {
+			return true
 		}
 	}
-	if empty.b != nil {
-		return t.spill(first, empty), moving
-	}
-	if !moving && t.free.Load() > t.keep {
-		if q, ok := t.relocate(i, k2); ok {
-			return t.spill(first, q), false
-		}
-	}
-	return t.spill(first, p), moving
+	return false
 }
 
 // spill marks the bucket first as spilled if place p, chosen for an
 // account whose first bucket it is, lies in another bucket: before the
 // account moves in, so that a search that misses it in first looks on.
 func (t *bucketTable) spill(first *bucket, p place) place {
-	if p.b != nil && p.b != first && first.spilled.Load() == 0 {
-		first.spilled.Store(1)
+	if p.b != nil && p.b != first {
+		first.markSpilled()
 	}
 	return p
 }
@@ -565,10 +617,7 @@ func claim(b *bucket, j int, y uint32) (balance, bool) {
 	if !b.ident[j].CompareAndSwap(y, y&^1) {
 		return 0, false
 	}
-	// b may be y's first bucket, and y is going to its second.
-	if b.spilled.Load() == 0 {
-		b.spilled.Store(1)
-	}
+	b.markSpilled() // b may be y's first bucket, and y is going to its second
 	for {
 		v := balance(b.balance[j].Load())
 		if b.balance[j].CompareAndSwap(uint64(v), uint64(v.withGeneration(v.generation()+1))) {
@@ -583,6 +632,15 @@ func put(p place, y uint32, v balance) {
 	g := balance(p.b.balance[p.j].Load()).generation() + 1
 	p.b.balance[p.j].Store(uint64(v.withGeneration(g)))
 	p.b.ident[p.j].Store(y)
+	// A victim seeking y reads y's two buckets one after the other: it may
+	// read this one before y came, and y's old place after a new account
+	// took it, and see y in neither; in a chain of moves, p read as the
+	// account that moved out of it, not as y moving in, so nothing said
+	// to wait. Counted here, before y's old place is let go (its ident
+	// reads as y moving in until moveAside's caller puts another account
+	// there), the move changes the count that victim reads before and
+	// after, and victim looks again.
+	p.b.spilled.Add(2)
 }
 
 // sweepBuckets bounds the buckets that one sweep looks at: 2 MB of table,

@@ -2,6 +2,7 @@ package rrl
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
@@ -457,7 +458,7 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 		// In a full table, a first bucket that never spilled is the only
 		// one the new account's search reads.
 		buckets := []uint64{i, tb.alt(i, id)}
-		if buckets[1] == i || tb.bucket(i).spilled.Load() == 0 && tb.free.Load() <= tb.keep {
+		if buckets[1] == i || !tb.bucket(i).hasSpilled() && tb.free.Load() <= tb.keep {
 			buckets = buckets[:1]
 		}
 		var cands []candidate
@@ -592,6 +593,7 @@ func FuzzBucketTable(f *testing.F) {
 // bucket at once, with lock-free compare-and-swaps: no debit may be lost.
 // Run it under -race.
 func TestBucketTableConcurrent(t *testing.T) {
+	waitAsLongAsItTakes(t)
 	const goroutines, perG = 8, 2000
 	tb := newBucketTable(5)
 	st := make(stripes, 1)
@@ -600,7 +602,7 @@ func TestBucketTableConcurrent(t *testing.T) {
 	for _, key := range keys {
 		findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 	}
-	concurrentDebits(t, tb, &st[0], keys, goroutines, perG)
+	concurrentDebits(tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
 		ref, _ := findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 		v, _ := ref.load()
@@ -619,6 +621,7 @@ func TestBucketTableConcurrent(t *testing.T) {
 // they race to add them: each account must end up held, and at most the
 // debits of the goroutines that raced to add it may be lost.
 func TestBucketTableConcurrentAdds(t *testing.T) {
+	waitAsLongAsItTakes(t)
 	const goroutines, perG, accounts = 8, 4000, 200
 	tb := newBucketTable(5 * accounts)
 	st := make(stripes, 1)
@@ -627,7 +630,7 @@ func TestBucketTableConcurrentAdds(t *testing.T) {
 	for i := range keys {
 		keys[i] = (uint64(i)<<32/accounts+1)<<32 | uint64(i)<<5 // bucket i
 	}
-	concurrentDebits(t, tb, &st[0], keys, goroutines, perG)
+	concurrentDebits(tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
 		ref, _ := findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 		v, _ := ref.load()
@@ -641,27 +644,48 @@ func TestBucketTableConcurrentAdds(t *testing.T) {
 	}
 }
 
+// waitAsLongAsItTakes has findOrAdd wait for an account moving in, added
+// or moved by another Debit, until it has moved in, for the rest of the
+// test: on a loaded machine a wait may run out, adding a second copy of
+// the account (see maxWaits), and a test that counts every debit would
+// fail.
+func waitAsLongAsItTakes(t *testing.T) {
+	n := maxWaits
+	maxWaits = math.MaxInt
+	t.Cleanup(func() { maxWaits = n })
+}
+
+// debitOnce debits the account for key by l at 0 as debitAgain does: a
+// new account moves in already debited, and one that moves to its other
+// bucket between its search and its debit is looked for again.
+func debitOnce(tb *bucketTable, st *stripe, key uint64, l limit) {
+	for {
+		ref, _, added := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, firstDebit(0, l), st)
+		if added {
+			return
+		}
+		for {
+			v, ok := ref.load()
+			if !ok {
+				break // moved, or its place taken: the tests count evictions
+			}
+			if w, _ := v.charge(0, l); ref.store(v, w) {
+				return
+			}
+		}
+	}
+}
+
 // concurrentDebits has goroutines debit keys, each goroutine perG times in
 // turn from its own offset, by 1 ns with no clock.
-func concurrentDebits(t *testing.T, tb *bucketTable, st *stripe, keys []uint64, goroutines, perG int) {
+func concurrentDebits(tb *bucketTable, st *stripe, keys []uint64, goroutines, perG int) {
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range perG {
 				key := keys[(g+i)%len(keys)]
-				// As a Debit does: a new account moves in already debited.
-				ref, _, added := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, firstDebit(0, l), st)
-				for !added {
-					v, ok := ref.load()
-					if !ok {
-						t.Error("an account lost its place in a table large enough")
-						return
-					}
-					if w, _ := v.charge(0, l); ref.store(v, w) {
-						break
-					}
-				}
+				debitOnce(tb, st, key, l)
 			}
 		})
 	}
@@ -1100,6 +1124,7 @@ func findIn(tb *bucketTable, k uint64, id uint32) (int, bool) {
 // debited: every account must stay held and no debit may be lost. Run it
 // under -race.
 func TestRelocateLosesNoDebit(t *testing.T) {
+	waitAsLongAsItTakes(t)
 	const size, watched, added, goroutines, perG = 1000, 880, 70, 4, 3000
 	tb := newBucketTable(size)
 	st := make(stripes, 1)
@@ -1129,7 +1154,7 @@ func TestRelocateLosesNoDebit(t *testing.T) {
 			findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
 		}
 	})
-	concurrentDebits(t, tb, &st[0], keys, goroutines, perG)
+	concurrentDebits(tb, &st[0], keys, goroutines, perG)
 	wg.Wait()
 	if n := st[0].evictions.Load(); n != 0 {
 		t.Fatalf("%d evictions in a table with room", n)
@@ -1160,5 +1185,73 @@ func TestRelocateLosesNoDebit(t *testing.T) {
 	t.Logf("%d places filled by the new accounts, %d accounts moved", free-tb.free.Load(), moved)
 	if moved == 0 {
 		t.Error("no account was moved to make room")
+	}
+}
+
+// TestFindOrAddSeesAccountMovedMeanwhile: a Debit that reads an account's
+// first bucket before the account moves there from its second (in a chain
+// of two moves, making room for a new account) and reads its second after
+// the new account took the place it left finds the account in its first
+// bucket: it neither adds a second copy nor moves another account aside.
+func TestFindOrAddSeesAccountMovedMeanwhile(t *testing.T) {
+	tb := newBucketTable(1000)
+	st := &stripe{}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var i, k2 uint64
+	var y uint32
+	for k2 == i {
+		key := rng.Uint64()
+		i, y = tb.index(key), identOf(key, LimitResponses)
+		k2 = tb.alt(i, y)
+	}
+	// Both buckets full, of y (in its second) and of accounts whose other
+	// bucket is neither, and empty.
+	put := func(k uint64, j int, id uint32, v balance) {
+		tb.bucket(k).balance[j].Store(uint64(v))
+		tb.bucket(k).ident[j].Store(id)
+	}
+	other := func(k uint64) uint32 {
+		for {
+			id := identOf(rng.Uint64(), LimitResponses)
+			if c := tb.alt(k, id); c != i && c != k2 {
+				return id
+			}
+		}
+	}
+	put(k2, 0, y, fullCredit(0, 1, 1).withTat(42))
+	tb.bucket(i).markSpilled()
+	for j := range slotsPerBucket {
+		put(i, j, other(i), fullCredit(0, 1, 1))
+		if j > 0 {
+			put(k2, j, other(k2), fullCredit(0, 1, 1))
+		}
+	}
+	tb.free.Store(1000 - 2*slotsPerBucket)
+	newID := other(k2)
+	moved := false
+	betweenBuckets = func() {
+		if moved {
+			return
+		}
+		moved = true
+		// Another Debit moves y to its first bucket, to give its place
+		// to a new account, which takes it.
+		p, ok := tb.moveAside(k2, 2, ^uint64(0))
+		if !ok || p.b != tb.bucket(k2) || p.j != 0 {
+			t.Fatalf("moveAside: place %d of bucket %p, %v; want place 0 of %p", p.j, p.b, ok, tb.bucket(k2))
+		}
+		tb.add(p, newID, fullCredit(0, 1, 0), st)
+	}
+	t.Cleanup(func() { betweenBuckets = nil })
+	ref, _, added := tb.findOrAdd(i, y, 0, firstDebit(0, limit{interval: 1, credit: 1, debt: 4}), st)
+	if !moved {
+		t.Fatal("victim read the account's buckets without a pause between them")
+	}
+	v, ok := ref.load()
+	if added || ref.b != tb.bucket(i) || !ok || v.tat(0) != 42 {
+		t.Errorf("findOrAdd: added %v, in bucket %p (first %p), tat %d; want y found in its first bucket, tat 42", added, ref.b, tb.bucket(i), v.tat(0))
+	}
+	if n := st.held.Load(); n != 1 {
+		t.Errorf("%d accounts added, want the new one alone", n)
 	}
 }
