@@ -329,7 +329,7 @@ func (r *RRL) refund(key uint64, kind LimitKind, l limit, now int64, s *stripe) 
 		}
 		old, ok := ref.load()
 		if !ok {
-			return
+			continue // it moved or lost its place since find: look again
 		}
 		if ref.store(old, old.withTat(old.tat(now)-l.interval)) {
 			return
