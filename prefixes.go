@@ -254,26 +254,9 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 	}
 	var keys [MaxRequestPrefixes]uint64 // those charged, for a refund
 	for i := range lv.level[:lv.n] {
-		// chargeLevel, written out: most of what a request costs with four
-		// prefixes is here.
 		le := &lv.level[i]
-		pk := r.hash.prefixOf(whole.hi&le.hiMask, whole.lo&le.loMask, le.meta)
-		keys[i] = pk
-		refused, done := false, false
-		if ref, held := r.table.findFirst(r.table.index(pk), identOf(pk, kind)); held {
-			if old, ok := ref.load(); ok {
-				v, inDebt := old.requestCharged(now, le.limit)
-				if done = ref.store(old, v); done {
-					refused = inDebt
-					if edge := v.limited() != old.limited(); edge || inDebt {
-						r.noteCharge(&whole, le.bits, pk, kind, debited{inDebt, Send, edge}, now)
-					}
-				}
-			}
-		}
-		if !done { // not in its first bucket (debitAccount looks further), or changed meanwhile
-			refused = r.chargeKey(&whole, le.bits, pk, kind, le.limit, now, s)
-		}
+		keys[i] = r.hash.prefixOf(whole.hi&le.hiMask, whole.lo&le.loMask, le.meta)
+		refused := r.chargeLevel(&whole, le.bits, keys[i], kind, le.limit, now, s)
 		if !refused {
 			ipr = IPOk
 			continue
@@ -292,10 +275,10 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 
 // chargeLevel is chargeKey for a request account: the debit of
 // debitAccount for an account held in its first bucket, without the slip
-// counter that no request account has, written out here (and again in
-// chargeUnproven's loop) because it is most of what a request costs with
-// four prefixes. findFirst is inlined where find is not; debitAccount
-// does the rest, an account in its second bucket included.
+// counter that no request account has, written out here because it is
+// most of what a request costs with four prefixes. findFirst is inlined
+// where find is not; debitAccount does the rest, an account in its second
+// bucket included.
 func (r *RRL) chargeLevel(whole *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
 	if ref, held := r.table.findFirst(r.table.index(key), identOf(key, kind)); held {
 		if old, ok := ref.load(); ok {
