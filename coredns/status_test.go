@@ -1,7 +1,6 @@
 package rrl_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	stdlog "log"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -47,24 +45,6 @@ func getStatus(t *testing.T, url string) statusDoc {
 	return doc
 }
 
-// syncBuffer collects the log.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 const statusCorefile = `status.test.:%d {
     bind 127.0.0.1
     rrl {
@@ -83,7 +63,7 @@ const statusCorefile = `status.test.:%d {
 // reloads onto the same status port, and shuts down, which closes it.
 func TestIntegrationStatus(t *testing.T) {
 	startServer(t) // for the directive order
-	logs := new(syncBuffer)
+	logs := new(logLines)
 	old := stdlog.Writer()
 	stdlog.SetOutput(logs)
 	defer stdlog.SetOutput(old)
