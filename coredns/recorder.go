@@ -21,8 +21,6 @@ import (
 type recorder struct {
 	dns.ResponseWriter
 
-	req   *dns.Msg
-	h     *RRL
 	msg   *dns.Msg // the response, for accounting
 	state recState
 
@@ -66,7 +64,7 @@ func (s recState) wroteNothing() bool { return s == holding || s == streaming }
 // a batch, and no recorder is ever handed out twice, so what the chain keeps
 // stays its own. A batch stays in memory while any of
 // its recorders is referenced, a few kilobytes at most per retained one.
-func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, ck *miekgrrl.RequestCookie, hold bool) *recorder {
+func newRecorder(w dns.ResponseWriter, ck *miekgrrl.RequestCookie, hold bool) *recorder {
 	b := batches.Get().(*recorderBatchCursor)
 	if len(b.free) == 0 {
 		b.free = make([]recorder, recorderBatch)
@@ -74,7 +72,7 @@ func newRecorder(w dns.ResponseWriter, r *dns.Msg, h *RRL, ck *miekgrrl.RequestC
 	rec := &b.free[0]
 	b.free = b.free[1:]
 	batches.Put(b)
-	rec.ResponseWriter, rec.req, rec.h = w, r, h
+	rec.ResponseWriter = w
 	rec.ck, rec.state = ck, streaming
 	if hold {
 		rec.state = holding
@@ -154,13 +152,14 @@ func (rec *recorder) withCookie(m *dns.Msg) *dns.Msg {
 // send would add (send then writes msg as it is), so that the cookie is
 // made once and counts in msg's length; the most is the client's UDP
 // buffer, to which CoreDNS's ScrubWriter, below the recorder, truncates
-// the response: 512 bytes without EDNS, else the size EDNS advertises.
-func (rec *recorder) measured() int {
+// the response: 512 bytes without EDNS, else the size EDNS advertises in
+// the request r.
+func (rec *recorder) measured(r *dns.Msg) int {
 	if rec.msg != nil && !rec.cookied && rec.state == held {
 		rec.msg, rec.cookied = rec.withCookie(rec.msg), true
 	}
 	buf := dns.MinMsgSize
-	if opt := rec.req.IsEdns0(); opt != nil {
+	if opt := r.IsEdns0(); opt != nil {
 		buf = max(buf, int(opt.UDPSize()))
 	}
 	return buf

@@ -115,7 +115,7 @@ func TestRecorderStates(t *testing.T) {
 	packed := func(m *dns.Msg) []byte { b, _ := m.Pack(); return b }
 
 	w := &capture{}
-	rec := newRecorder(w, r, nil, nil, true)
+	rec := newRecorder(w, nil, true)
 	if rec.state != holding || !rec.state.wroteNothing() {
 		t.Fatalf("a UDP recorder starts in %v", rec.state)
 	}
@@ -131,7 +131,7 @@ func TestRecorderStates(t *testing.T) {
 	}
 
 	w = &capture{}
-	rec = newRecorder(w, r, nil, nil, false)
+	rec = newRecorder(w, nil, false)
 	if rec.state != streaming || !rec.state.wroteNothing() {
 		t.Fatalf("a TCP recorder starts in %v", rec.state)
 	}

@@ -142,7 +142,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	}
 
 	hold := udp && !proven && !refused
-	rec := newRecorder(w, r, h, keepCookie(&ck), hold)
+	rec := newRecorder(w, keepCookie(&ck), hold)
 	var rcode int
 	var err error
 	if ck.Malformed() {
@@ -171,7 +171,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		// Only the protections that weigh responses need the length as
 		// it will go out: with its server cookie (made ahead of the
 		// decision) and cut to the client's buffer.
-		maxSize = rec.measured()
+		maxSize = rec.measured(r)
 	}
 	act, rtr := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, maxSize, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.state == held {
@@ -198,9 +198,9 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 
 // account charges resp to the client's accounts, after its request was
 // charged, records the outcome in the metrics, and returns the decision
-// and its reason. The tuple's Size is resp's length, cut to maxSize
-// bytes when that is not 0: all-bytes-per-second charges it and
-// nocookie-udp-size compares it. A response to a request with a valid server cookie is not
+// and its reason. When maxSize is not 0, the tuple's Size is resp's
+// length cut to maxSize bytes: all-bytes-per-second charges it and
+// nocookie-udp-size compares it; otherwise it is left unknown, unmeasured. A response to a request with a valid server cookie is not
 // charged: its source address is proven, so it cannot be part of a
 // reflection.
 //
@@ -220,7 +220,7 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 		return core.Send, core.RTNotUDP
 	}
 	if maxSize > 0 {
-		tuple.Size = min(tuple.Size, maxSize)
+		tuple.Size = min(resp.Len(), maxSize)
 	}
 	act, _, rtr := h.limiter.DebitResponseAddr(client, true, &tuple) // errors never slip (core)
 	if !held {

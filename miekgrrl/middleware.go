@@ -480,7 +480,7 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 	var rtr rrl.RTReason
 	limited := s.ck.state != CookieValid
 	if limited {
-		s.tuple = tuple(s.req, m, s.wildcardOrigin(m))
+		s.tuple = Tuple(s.req, m, s.wildcardOrigin(m))
 		if h.limiter.NeedsResponseSize() {
 			s.tuple.Size = s.wireLen
 			if s.wireLen == 0 {
@@ -502,7 +502,7 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 		if limited {
 			d.Tuple = s.tuple
 		} else {
-			d.Tuple = tuple(s.req, m, s.wildcardOrigin(m))
+			d.Tuple = Tuple(s.req, m, s.wildcardOrigin(m))
 		}
 		h.opts.OnDecision(d)
 	}

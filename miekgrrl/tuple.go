@@ -36,23 +36,14 @@ import (
 // answer to a cookie-only query (RFC 7873 section 5.4), is NODATA for the
 // root name. A nil resp is an error.
 //
-// Size is resp's length as package dns packs it (dns.Msg.Len, compressed
-// when resp.Compress is set), for nocookie-udp-size and
-// all-bytes-per-second.
+// Size is left 0 (unknown): measuring a message is a walk over it, which
+// only nocookie-udp-size and all-bytes-per-second need. A caller sets it
+// when the RRL's NeedsResponseSize says so, to the length it writes
+// (dns.Msg.Len, or the bytes of a packed message), as the middleware does.
 //
 // Tuple allocates nothing, except once per distinct wildcard origin: those
-// names are built once and kept (see wildcardName), and for the map that
-// dns.Msg.Len fills to measure a message it will compress.
+// names are built once and kept (see wildcardName).
 func Tuple(req, resp *dns.Msg, wildcardOrigin string) rrl.ResponseTuple {
-	t := tuple(req, resp, wildcardOrigin)
-	if resp != nil {
-		t.Size = resp.Len()
-	}
-	return t
-}
-
-// tuple is Tuple without the Size, which costs a walk over the message.
-func tuple(req, resp *dns.Msg, wildcardOrigin string) rrl.ResponseTuple {
 	var t rrl.ResponseTuple
 	if resp == nil {
 		t.AllowanceCategory = rrl.AllowanceError
