@@ -282,11 +282,16 @@ func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l li
 // a charge of a per-network account (or a request prefix's) did, when it
 // began or ended an episode or found the account in debt.
 func (r *RRL) noteCharge(n *network, bits uint8, key uint64, kind LimitKind, d debited, now int64) {
-	if r.record != nil {
-		r.noteLimited(n.masked(bits), nil, key, kind, d, now)
+	report := d.edge && r.observer != nil
+	if r.record == nil && !report {
+		return
 	}
-	if d.edge && r.observer != nil {
-		r.reportEdge(n.masked(bits), nil, key, kind, d.inDebt)
+	m := n.masked(bits)
+	if r.record != nil {
+		r.noteLimited(m, nil, key, kind, d, now)
+	}
+	if report {
+		r.reportEdge(m, nil, key, kind, d.inDebt)
 	}
 }
 
@@ -432,12 +437,6 @@ func tupleOrError(t *ResponseTuple) *ResponseTuple {
 // countAlone counts the outcome of a Debit, and returns it.
 func countAlone(s *stripe, t *ResponseTuple, act Action, ipr IPReason, rtr RTReason) (Action, IPReason, RTReason) {
 	s.count(t.AllowanceCategory, act, ipr, rtr)
-	switch rtr {
-	case RTAllBytesLimit:
-		s.prot.allBytesDrops.Add(1)
-	case RTTooLarge:
-		s.prot.tooLarge.Add(1)
-	}
 	return act, ipr, rtr
 }
 

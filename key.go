@@ -140,16 +140,11 @@ func (k *hashKey) account(n network, kind LimitKind, class, qtype uint16, name s
 	return mum(net^tail^k[2], head^k[1])
 }
 
-// prefix hashes the key of a request prefix's account: the network, its
-// prefix length (so that the accounts of 10.0.0.0/8 and 10.0.0.0/16 differ)
-// and the kind. It is account for a key without class, type and name, in
-// two multiplications rather than four.
-func (k *hashKey) prefix(n network, kind LimitKind) uint64 {
-	return k.prefixOf(n.hi, n.lo, prefixMeta(kind, n.bits))
-}
-
-// prefixOf is prefix for the halves of the network, already masked, and
-// prefixMeta of its kind and length, which a request's debit has ready.
+// prefixOf hashes the key of a request prefix's account: the halves of
+// the network, already masked, and prefixMeta of its kind and prefix
+// length (so that the accounts of 10.0.0.0/8 and 10.0.0.0/16 differ),
+// which a request's debit has ready. It is account for a key without
+// class, type and name, in two multiplications rather than four.
 func (k *hashKey) prefixOf(hi, lo, meta uint64) uint64 {
 	return mum(mum(hi^k[0], lo^k[1])^k[2], meta^k[3])
 }

@@ -144,7 +144,7 @@ func TestPrefixKeysHoldTheLength(t *testing.T) {
 	if a.lo != b.lo || a.bits == b.bits {
 		t.Fatalf("masks %s %s", a.prefix(), b.prefix())
 	}
-	if r.hash.prefix(a, LimitIPv4RequestPrefixes) == r.hash.prefix(b, LimitIPv4RequestPrefixes) {
+	if r.hash.prefixOf(a.hi, a.lo, prefixMeta(LimitIPv4RequestPrefixes, a.bits)) == r.hash.prefixOf(b.hi, b.lo, prefixMeta(LimitIPv4RequestPrefixes, b.bits)) {
 		t.Error("prefix keys of /8 and /16 collide")
 	}
 	if r.hash.account(a, LimitRequests, 0, 0, "") == r.hash.account(b, LimitRequests, 0, 0, "") {

@@ -40,10 +40,11 @@ var limitKeywords = [...]string{
 // "responses-per-second".
 func (k LimitKind) String() string { return enumName(limitKeywords[:], int(k), "LimitKind") }
 
-// request reports whether k limits requests rather than responses: such
-// an account is charged when a request arrives, is never scaled by
-// qps-scale, and sinks into no debt (a refused request is not charged).
-func (k LimitKind) request() bool {
+// Request reports whether k limits requests rather than responses:
+// requests-per-second, proven-requests-per-second and the request
+// prefixes. Such an account is charged when a request arrives and sinks
+// into no debt (a refused request is not charged).
+func (k LimitKind) Request() bool {
 	return k == LimitRequests || k == LimitProvenRequests || k == LimitIPv4RequestPrefixes || k == LimitIPv6RequestPrefixes
 }
 

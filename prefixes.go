@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -128,12 +129,13 @@ func (c *Config) slowestPrefix(fam int) float64 {
 }
 
 // sanitizePrefixes drops, from a Config not made by SetValue, the pairs
-// out of range.
+// out of range. A pair set to 0 (off) is in range: it keeps its place,
+// by which Stats.RequestPrefixDrops counts the pairs after it.
 func (c *Config) sanitizePrefixes() {
 	for fam := range c.prefixes {
 		n := 0
 		for _, p := range c.prefixes[fam][:min(max(c.prefixCount[fam], 0), MaxRequestPrefixes)] {
-			if p.Bits >= 1 && p.Bits <= 32+96*fam && !(p.Rate < minRate) && p.Rate <= maxRate {
+			if p.Bits >= 1 && p.Bits <= 32+96*fam && (p.Rate == 0 || p.Rate >= minRate) && p.Rate <= maxRate {
 				c.prefixes[fam][n] = p
 				n++
 			}
@@ -328,17 +330,11 @@ func wholeNetwork(a netip.Addr) network {
 		return network{lo: mapped | uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3]), v4: true, bits: 32}
 	}
 	b := a.As16() // the zero Addr reads as ::, 0.0.0.0 elsewhere (see networkOf)
-	hi, lo := be64(b[:8]), be64(b[8:])
+	hi, lo := binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 	if a.Is4In6() || !a.IsValid() {
 		return network{lo: mapped | lo&0xffffffff, v4: true, bits: 32}
 	}
 	return network{hi: hi, lo: lo, bits: 128}
-}
-
-func be64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
 }
 
 // masked returns n masked to bits prefix bits (of its 32 for IPv4); bits

@@ -497,9 +497,34 @@ func TestLevelMasksAreMasked(t *testing.T) {
 		for bits := 1; bits <= most; bits++ {
 			le := levelOf(fam, uint8(bits), 0, 1e9)
 			got := k.prefixOf(whole.hi&le.hiMask, whole.lo&le.loMask, le.meta)
-			if want := k.prefix(whole.masked(uint8(bits)), kind); got != want {
+			m := whole.masked(uint8(bits))
+			if want := k.prefixOf(m.hi, m.lo, prefixMeta(kind, m.bits)); got != want {
 				t.Errorf("%s/%d: key %#x, want %#x", s, bits, got, want)
 			}
+		}
+	}
+}
+
+// TestPairOffKeepsItsPlace: a pair with allowance 0 is off, and the drops
+// of the pairs after it are counted in their own places of
+// RequestPrefixDrops, as configured, not in the order of the pairs on.
+func TestPairOffKeepsItsPlace(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "ipv4-request-prefixes", "16:0 24:1")
+	checkBursts(t, r, burst{"the /24 allows one", udp("192.0.2.1"), false, "SDD"})
+	if want := [MaxRequestPrefixes]int64{0, 2}; r.GetStats(false).RequestPrefixDrops[0] != want {
+		t.Errorf("IPv4 drops by pair %v, want %v", r.GetStats(false).RequestPrefixDrops[0], want)
+	}
+}
+
+// TestAllLimitWinsOverAllBytes: a response over both all-per-second and
+// all-bytes-per-second is dropped for all-per-second, checked first.
+func TestAllLimitWinsOverAllBytes(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "100", "all-per-second", "1", "all-bytes-per-second", "512")
+	tu := answer("a.example.")
+	tu.Size = 512
+	for i, want := range []RTReason{RTOk, RTAllLimit, RTAllLimit} {
+		if _, _, rtr := r.Debit(udp("192.0.2.1"), tu); rtr != want {
+			t.Errorf("response %d: %v, want %v", i, rtr, want)
 		}
 	}
 }

@@ -53,7 +53,7 @@ func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, wind
 func (q *qpsScaler) setFactor(f float64) {
 	s := &scaledLimits{limits: q.base, slipRatio: q.baseSlip, factor: f, prot: scaleProtection(q.prot, f)}
 	for k, l := range q.base {
-		if !LimitKind(k).request() && l.on() {
+		if !LimitKind(k).Request() && l.on() {
 			s.limits[k] = limitOf(scale(l.interval, f), q.window)
 		}
 	}

@@ -58,7 +58,7 @@ func NewRRL(cfg *Config) *RRL {
 			continue
 		}
 		interval := int64(float64(time.Second) / f)
-		if k.request() {
+		if k.Request() {
 			r.limits[k] = requestLimitOf(interval)
 		} else {
 			r.limits[k] = limitOf(interval, r.cfg.window)
@@ -90,6 +90,8 @@ func (r *RRL) GetStats(zeroAfter bool) Stats {
 	for i := range r.stats {
 		r.stats[i].addTo(&sum, zeroAfter)
 	}
+	// Counted once, as reasons; the fields say the same by name.
+	sum.AllBytesDrops, sum.TooLarge = sum.RTReasons[RTAllBytesLimit], sum.RTReasons[RTTooLarge]
 	return sum
 }
 

@@ -74,9 +74,7 @@ func (s *Stats) Add(from *Stats) {
 // protectCounts is a stripe's share of the counters of the protections
 // beyond BIND (prefixes.go).
 type protectCounts struct {
-	prefixDrops   [2][MaxRequestPrefixes]atomic.Int64
-	allBytesDrops atomic.Int64
-	tooLarge      atomic.Int64
+	prefixDrops [2][MaxRequestPrefixes]atomic.Int64
 }
 
 // addTo adds the counters to sum, reading each with read.
@@ -86,8 +84,6 @@ func (p *protectCounts) addTo(sum *Stats, read func(*atomic.Int64) int64) {
 			sum.RequestPrefixDrops[f][i] += read(&p.prefixDrops[f][i])
 		}
 	}
-	sum.AllBytesDrops += read(&p.allBytesDrops)
-	sum.TooLarge += read(&p.tooLarge)
 }
 
 // countN records n Debit outcomes alike; a category out of range counts

@@ -481,7 +481,7 @@ func (t *bucketTable) spill(first *bucket, p place) place {
 // would serve it another second's allowance at once.
 func (t *bucketTable) rank(id uint32, v uint64, now int64) int64 {
 	r := balance(v).tat(now)
-	if kindOf(id).request() {
+	if kindOf(id).Request() {
 		r += requestRankShift
 	}
 	return r

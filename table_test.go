@@ -403,7 +403,7 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 		if j < 0 {
 			j = 0
 			rank := func(a modelAccount) int64 { // a request account as a second further in debt
-				if kindOf(a.id).request() {
+				if kindOf(a.id).Request() {
 					return a.tat + int64(time.Second)
 				}
 				return a.tat

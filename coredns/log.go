@@ -194,7 +194,7 @@ func describe(ev core.Event, reportOnly bool) string {
 	} else {
 		b.WriteString("limit ")
 	}
-	if requestKind(ev.LimitKind) {
+	if ev.LimitKind.Request() {
 		b.WriteString("requests from ")
 	} else {
 		noun, ok := limitNouns[ev.LimitKind]
@@ -226,23 +226,7 @@ func describe(ev core.Event, reportOnly bool) string {
 	return b.String()
 }
 
-// tupleNamed reports whether the event's account is per name; the per
-// network limits (all-per-second, all-bytes-per-second, the request
-// limits) and errors are not.
-func tupleNamed(ev core.Event) bool {
-	switch {
-	case ev.LimitKind == core.LimitAll, ev.LimitKind == core.LimitAllBytes, ev.LimitKind == core.LimitErrors, requestKind(ev.LimitKind):
-		return false
-	}
-	return ev.Tuple.AllowanceCategory != core.AllowanceError
-}
-
-// requestKind reports whether k limits requests: requests-per-second,
-// proven-requests-per-second and the request prefixes.
-func requestKind(k core.LimitKind) bool {
-	switch k {
-	case core.LimitRequests, core.LimitProvenRequests, core.LimitIPv4RequestPrefixes, core.LimitIPv6RequestPrefixes:
-		return true
-	}
-	return false
-}
+// tupleNamed reports whether the event's account is per name: the
+// response kinds but errors, whose account is the network's alone, as are
+// those of all-per-second, all-bytes-per-second and the request limits.
+func tupleNamed(ev core.Event) bool { return ev.LimitKind < core.LimitErrors }

@@ -3,7 +3,6 @@ package rrl_test
 import (
 	"encoding/json"
 	"fmt"
-	stdlog "log"
 	"net"
 	"net/http"
 	"strconv"
@@ -63,10 +62,7 @@ const statusCorefile = `status.test.:%d {
 // reloads onto the same status port, and shuts down, which closes it.
 func TestIntegrationStatus(t *testing.T) {
 	startServer(t) // for the directive order
-	logs := new(logLines)
-	old := stdlog.Writer()
-	stdlog.SetOutput(logs)
-	defer stdlog.SetOutput(old)
+	logs := captureLogs(t)
 
 	dnsPort, statusPort := freePort(t, "udp"), freePort(t, "tcp")
 	inst, err := caddy.Start(input{[]byte(fmt.Sprintf(statusCorefile, dnsPort, 2, statusPort))})
