@@ -102,3 +102,18 @@ func TestOpsStopIsIdempotent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestStatusServesNewestBlock: during a reload the old block and its
+// replacement (same zones, same servers) share the status listener; only
+// the newer is served, and blocks come in the order of their zones.
+func TestStatusServesNewestBlock(t *testing.T) {
+	s := &statusListener{blocks: map[*ops]statusBlock{
+		new(ops): {seq: 1, zones: []string{"b.test."}, servers: []string{"dns://:53"}},
+		new(ops): {seq: 2, zones: []string{"b.test."}, servers: []string{"dns://:53"}},
+		new(ops): {seq: 1, zones: []string{"a.test."}, servers: []string{"dns://:53"}},
+	}}
+	got := s.current()
+	if len(got) != 2 || got[0].zones[0] != "a.test." || got[1].zones[0] != "b.test." || got[1].seq != 2 {
+		t.Errorf("current() = %+v, want a.test. then b.test. of seq 2", got)
+	}
+}

@@ -305,6 +305,18 @@ func TestAddServerCookie(t *testing.T) {
 			t.Errorf("the cookie added does not validate: %v", got)
 		}
 	})
+	t.Run("always a fresh cookie, even for a young one", func(t *testing.T) {
+		young := cookieQuery("a.", "0102030405060708")
+		resp := new(dns.Msg).SetReply(young)
+		c.AddServerCookie(young, resp, client, now.Add(-time.Minute))
+		sent := respCookie(resp) // a valid server cookie, a minute old
+		req := cookieQuery("a.", sent)
+		resp = new(dns.Msg).SetReply(req)
+		c.AddServerCookie(req, resp, client, now)
+		if got := respCookie(resp); got == sent {
+			t.Errorf("the young cookie %s came back as it was, want a fresh one", sent)
+		}
+	})
 	t.Run("replaces the handler's cookie", func(t *testing.T) {
 		req := cookieQuery("a.", "0102030405060708")
 		resp := new(dns.Msg).SetReply(req)

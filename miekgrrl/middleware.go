@@ -241,7 +241,6 @@ type state struct {
 	decided  bool
 	action   rrl.Action // what to do with this and any later message
 	tooLarge bool       // the action is Slip for nocookie-udp-size (rrl.RTTooLarge)
-	wireLen  int        // the length of a message the handler packed itself (Write), else 0
 }
 
 // handle is the ResponseWriter a handler gets: it works while its writer is
@@ -414,7 +413,7 @@ func (s *state) writeMsg(m *dns.Msg) error {
 	if m == nil {
 		return s.rw.WriteMsg(m)
 	}
-	switch s.decide(m) {
+	switch s.decide(m, 0) {
 	case rrl.Drop:
 		return s.drop()
 	case rrl.Slip:
@@ -443,8 +442,7 @@ func (s *state) write(b []byte) (int, error) {
 	if !unpacked {
 		m = &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}
 	}
-	s.wireLen = len(b)
-	switch s.decide(m) {
+	switch s.decide(m, len(b)) {
 	case rrl.Drop:
 		return len(b), s.drop()
 	case rrl.Slip:
@@ -463,11 +461,13 @@ func (s *state) write(b []byte) (int, error) {
 	return s.rw.Write(b)
 }
 
-// decide returns what to do with m: the limiter's action for the first
+// decide returns what to do with m, whose length as the handler packed it
+// is wireLen (0 when it gave a message, to be measured if need be): the
+// limiter's action for the first
 // message, made Send in report-only mode and over TCP (a TC reply means
 // nothing there), and the same action for any later message, except that a
 // reply is slipped at most once.
-func (s *state) decide(m *dns.Msg) rrl.Action {
+func (s *state) decide(m *dns.Msg, wireLen int) rrl.Action {
 	if s.decided {
 		if s.action == rrl.Slip {
 			return rrl.Drop
@@ -482,8 +482,8 @@ func (s *state) decide(m *dns.Msg) rrl.Action {
 	if limited {
 		s.tuple = Tuple(s.req, m, s.wildcardOrigin(m))
 		if h.limiter.NeedsResponseSize() {
-			s.tuple.Size = s.wireLen
-			if s.wireLen == 0 {
+			s.tuple.Size = wireLen
+			if wireLen == 0 {
 				s.tuple.Size = m.Len()
 			}
 		}

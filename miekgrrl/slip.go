@@ -48,11 +48,8 @@ func TooLargeReply(req, resp *dns.Msg, c *Cookies, client netip.Addr, now time.T
 }
 
 // slipCookie is c.Request for SlipReply and TooLargeReply, with now kept
-// for a TSIG record even when req has no cookie. A nil c decodes nothing.
+// for a TSIG record even when req has no cookie. A nil c adds no cookie.
 func slipCookie(req *dns.Msg, c *Cookies, client netip.Addr, now time.Time) RequestCookie {
-	if c == nil {
-		return RequestCookie{req: req, client: client, now: now}
-	}
 	rc := c.Request(req, client, func() time.Time { return now })
 	rc.now = now
 	return rc
