@@ -353,7 +353,7 @@ func TestRetainedWriterAndContextStayValid(t *testing.T) {
 	})
 	h := testHandler(t, "{\n responses-per-second 1000000\n}", next, nil)
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
-	const n = 3*recorderBatch + 5
+	const n = 3*batchSize + 5
 	for i := range n {
 		w := &capture{ResponseWriter: test.ResponseWriter{RemoteIP: "127.0." + itoa(i) + ".1"}}
 		h.ServeDNS(parent, w, query("www.example.org.", dns.TypeA))

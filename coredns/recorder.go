@@ -1,8 +1,6 @@
 package rrl
 
 import (
-	"sync"
-
 	"github.com/miekg/dns"
 
 	"github.com/dnsrrl/rrl/miekgrrl"
@@ -59,19 +57,10 @@ const (
 func (s recState) wroteNothing() bool { return s == holding || s == streaming }
 
 // newRecorder makes the recorder of one request. It is kept small (a
-// request's cookie is kept apart, by keepCookie), and recorders are
-// allocated recorderBatch at a time: a request takes the next unused one of
-// a batch, and no recorder is ever handed out twice, so what the chain keeps
-// stays its own. A batch stays in memory while any of
-// its recorders is referenced, a few kilobytes at most per retained one.
+// request's cookie is kept apart, by keepCookie), and comes from a batch
+// (see batch): never reused, so that what the chain keeps stays its own.
 func newRecorder(w dns.ResponseWriter, ck *miekgrrl.RequestCookie, hold bool) *recorder {
-	b := batches.Get().(*recorderBatchCursor)
-	if len(b.free) == 0 {
-		b.free = make([]recorder, recorderBatch)
-	}
-	rec := &b.free[0]
-	b.free = b.free[1:]
-	batches.Put(b)
+	rec := recorders.next()
 	rec.ResponseWriter = w
 	rec.ck, rec.state = ck, streaming
 	if hold {
@@ -80,14 +69,8 @@ func newRecorder(w dns.ResponseWriter, ck *miekgrrl.RequestCookie, hold bool) *r
 	return rec
 }
 
-// recorderBatch is how many recorders are allocated at once.
-const recorderBatch = 32
-
-// recorderBatchCursor holds the unused part of a batch. Only the cursor is
-// pooled; the recorders it points to are fresh, zero and never reused.
-type recorderBatchCursor struct{ free []recorder }
-
-var batches = sync.Pool{New: func() any { return new(recorderBatchCursor) }}
+// recorders holds the recorders of requests.
+var recorders batch[recorder]
 
 // WriteMsg implements dns.ResponseWriter.
 func (rec *recorder) WriteMsg(m *dns.Msg) error {
