@@ -528,3 +528,17 @@ func TestAllLimitWinsOverAllBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestTooLargeChargesItsTruncatedSize: a response that goes truncated for
+// nocookie-udp-size is charged to all-bytes-per-second at most
+// nocookie-udp-size bytes, what goes out in its place, not its whole size.
+func TestTooLargeChargesItsTruncatedSize(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "100", "nocookie-udp-size", "512", "all-bytes-per-second", "1024")
+	tu := answer("a.example.")
+	tu.Size = 1000
+	for i, want := range []RTReason{RTTooLarge, RTTooLarge, RTAllBytesLimit} {
+		if _, _, rtr := r.Debit(udp("192.0.2.1"), tu); rtr != want {
+			t.Errorf("response %d of 1,000 bytes: %v, want %v (512 bytes charged each)", i, rtr, want)
+		}
+	}
+}
