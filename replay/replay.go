@@ -210,11 +210,7 @@ func (p *pendingQuery) refuse(i, n int, k cause) {
 	if k == causeNone {
 		return
 	}
-	p.dropped |= 1 << i
-	if p.causes == nil {
-		p.causes = make([]cause, n)
-	}
-	p.causes[i] = k
+	p.causes.set(i, n, k)
 }
 
 // limitedQuestion reads the header and question of the message in w and
@@ -285,10 +281,10 @@ func (r *Replay) response(m *Message) {
 			p.refuse(i, len(r.engines), e.request(m.Time, client, m.UDP, false))
 		}
 		var act rrl.Action
-		k := causeNone
+		k := p.causes.of(i)
 		switch {
-		case p.dropped&(1<<i) != 0:
-			act, k = rrl.Drop, p.causes[i]
+		case k != causeNone:
+			act = rrl.Drop
 		case p.answered:
 			act = rrl.Send // over TCP: a response limit never keeps it
 		case p.valid:
