@@ -64,19 +64,15 @@ var categoryKeywords = [rrl.AllowanceLast]string{"responses-per-second", "referr
 // on, but for the per-category allowances that only inherit
 // responses-per-second, which are listed when they cut something.
 func (lc *limiterConfig) cutRows() (labels [causeLast]string, listed [causeLast]bool) {
-	on := func(keyword string) bool {
-		v, _ := lc.cfg.Value(keyword)
-		return v != "0" && v != ""
-	}
-	labels[causeRequests], listed[causeRequests] = "requests-per-second", on("requests-per-second")
+	labels[causeRequests], listed[causeRequests] = "requests-per-second", lc.on("requests-per-second")
 	labels[causeProvenRequests] = "proven-requests-per-second"
-	listed[causeProvenRequests] = lc.cfg.IsSet("proven-requests-per-second") && on("proven-requests-per-second")
+	listed[causeProvenRequests] = lc.cfg.IsSet("proven-requests-per-second") && lc.on("proven-requests-per-second")
 	for fam, base := range []cause{causePrefix4, causePrefix6} {
 		kw := "ipv4-request-prefixes"
 		if fam == 1 {
 			kw = "ipv6-request-prefixes"
 		}
-		for i, p := range lc.cfg.RequestPrefixes(fam == 1) {
+		for i, p := range lc.prefixes[fam] {
 			labels[base+cause(i)] = kw + " /" + strconv.Itoa(p.Bits)
 			listed[base+cause(i)] = p.Rate > 0
 		}
@@ -85,12 +81,12 @@ func (lc *limiterConfig) cutRows() (labels [causeLast]string, listed [causeLast]
 		cause
 		kw string
 	}{{causeAll, "all-per-second"}, {causeAllBytes, "all-bytes-per-second"}, {causeTooLarge, "nocookie-udp-size"}} {
-		labels[c.cause], listed[c.cause] = c.kw, on(c.kw)
+		labels[c.cause], listed[c.cause] = c.kw, lc.on(c.kw)
 	}
 	for cat, kw := range categoryKeywords {
 		c := causeResponses + cause(cat)
 		labels[c] = kw
-		listed[c] = on(kw) && (cat == 0 || lc.cfg.IsSet(kw))
+		listed[c] = lc.on(kw) && (cat == 0 || lc.cfg.IsSet(kw))
 	}
 	return labels, listed
 }
@@ -107,7 +103,7 @@ func (e *engine) requestCause(client netip.Addr, proven bool) cause {
 	if !client.Is4() {
 		fam = 1
 	}
-	if !proven && e.lc.prefixCount[fam] > 0 {
+	if !proven && len(e.lc.prefixes[fam]) > 0 {
 		if k, ok := e.soleEpisode(client, fam); ok {
 			if k != causeRequests {
 				e.prefixDrops[fam][int(k-causePrefix4)-fam*rrl.MaxRequestPrefixes]++ // as the limiter counted it

@@ -121,7 +121,7 @@ func New(opts Options) (*Replay, error) {
 		lc.cfg.SetNowFunc(r.clock)
 		e := &engine{label: labels[i], lc: lc, report: newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))}
 		e.report.cuts.label(lc.cutRows())
-		if lc.prefixCount != [2]int{} {
+		if len(lc.prefixes[0])+len(lc.prefixes[1]) > 0 {
 			e.episodes = episodes{byAccount: map[uint64]episodeKey{}, live: map[episodeKey]int{}}
 			lc.cfg.SetObserver(e.episodes.observe)
 		}
