@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"net/netip"
 	"strconv"
 
 	"github.com/dnsrrl/rrl"
@@ -91,93 +90,18 @@ func (lc *limiterConfig) cutRows() (labels [causeLast]string, listed [causeLast]
 	return labels, listed
 }
 
-// requestCause returns the limit that refused a request from client: the
-// request prefix that refused it, else the request account it was charged
-// to. For an unproven request from a family with request prefixes, it is
-// the one account of the request in a limiting episode (the account that
-// refuses a request is in one), else the request prefix whose count of
-// refusals went up: reading the limiter's statistics costs about 20 µs, so
-// it is read only when several of the accounts are in an episode.
-func (e *engine) requestCause(client netip.Addr, proven bool) cause {
-	fam := 0
-	if !client.Is4() {
-		fam = 1
-	}
-	if !proven && len(e.lc.prefixes[fam]) > 0 {
-		if k, ok := e.soleEpisode(client, fam); ok {
-			if k != causeRequests {
-				e.prefixDrops[fam][int(k-causePrefix4)-fam*rrl.MaxRequestPrefixes]++ // as the limiter counted it
-			}
-			return k
-		}
-		drops := e.limiter.GetStats(false).RequestPrefixDrops
-		before := e.prefixDrops
-		e.prefixDrops = drops
-		for i, n := range drops[fam] {
-			if n != before[fam][i] {
-				return causePrefix4 + cause(fam*rrl.MaxRequestPrefixes+i)
-			}
-		}
-	}
-	if proven && e.lc.provenApart {
+// requestCause is the cause of the request limit that the core says
+// refused a request.
+func requestCause(why rrl.RequestRefusal) cause {
+	switch why.Limit {
+	case rrl.LimitProvenRequests:
 		return causeProvenRequests
+	case rrl.LimitIPv4RequestPrefixes:
+		return causePrefix4 + cause(why.Prefix)
+	case rrl.LimitIPv6RequestPrefixes:
+		return causePrefix6 + cause(why.Prefix)
 	}
 	return causeRequests
-}
-
-// soleEpisode returns the one account, among those an unproven request
-// from client is charged to, that is in a limiting episode, and false if
-// none or several are.
-func (e *engine) soleEpisode(client netip.Addr, fam int) (cause, bool) {
-	ep := &e.episodes
-	found, n := causeNone, 0
-	if e.lc.requestsOn && ep.live[episodeKey{rrl.LimitRequests, e.lc.network(client)}] > 0 {
-		found, n = causeRequests, n+1
-	}
-	kind := rrl.LimitIPv4RequestPrefixes + rrl.LimitKind(fam)
-	for i, p := range e.lc.prefixes[fam] {
-		if p.Rate <= 0 {
-			continue
-		}
-		net, _ := client.Prefix(p.Bits)
-		if ep.live[episodeKey{kind, net}] > 0 {
-			found, n = causePrefix4+cause(fam*rrl.MaxRequestPrefixes+i), n+1
-		}
-	}
-	return found, n == 1
-}
-
-// episodes follows the request accounts in a limiting episode, from the
-// limiter's events: an episode's start names the account's network, and
-// its stop, or the account's eviction, the account. It holds no more
-// than the limiter's table holds.
-type episodes struct {
-	byAccount map[uint64]episodeKey
-	live      map[episodeKey]int // accounts in an episode, by kind and network
-}
-
-type episodeKey struct {
-	kind    rrl.LimitKind
-	network netip.Prefix
-}
-
-func (ep *episodes) observe(ev rrl.Event) {
-	switch ev.LimitKind {
-	case rrl.LimitRequests, rrl.LimitIPv4RequestPrefixes, rrl.LimitIPv6RequestPrefixes:
-	default:
-		return
-	}
-	if k, ok := ep.byAccount[ev.Account]; ok {
-		delete(ep.byAccount, ev.Account)
-		if ep.live[k]--; ep.live[k] <= 0 {
-			delete(ep.live, k)
-		}
-	}
-	if ev.Started {
-		k := episodeKey{ev.LimitKind, ev.Network}
-		ep.byAccount[ev.Account] = k
-		ep.live[k]++
-	}
 }
 
 // cutCounts accumulates the Cut of each cause.

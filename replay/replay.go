@@ -73,9 +73,6 @@ type engine struct {
 	lc      *limiterConfig
 	limiter *rrl.RRL
 	report  *reportBuilder
-
-	prefixDrops [2][rrl.MaxRequestPrefixes]int64 // the limiter's RequestPrefixDrops, as last read and counted since
-	episodes    episodes                         // request accounts in a limiting episode, with request prefixes set
 }
 
 // New checks the configuration and returns a Replay ready for input.
@@ -121,10 +118,6 @@ func New(opts Options) (*Replay, error) {
 		lc.cfg.SetNowFunc(r.clock)
 		e := &engine{label: labels[i], lc: lc, report: newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))}
 		e.report.cuts.label(lc.cutRows())
-		if len(lc.prefixes[0])+len(lc.prefixes[1]) > 0 {
-			e.episodes = episodes{byAccount: map[uint64]episodeKey{}, live: map[episodeKey]int{}}
-			lc.cfg.SetObserver(e.episodes.observe)
-		}
 		r.engines = append(r.engines, e)
 	}
 	return r, nil
@@ -195,10 +188,10 @@ func (r *Replay) query(m *Message) {
 // request charges a request from client to the engine's limiter, counts
 // it in the report, and returns the limit that refused it, or causeNone.
 func (e *engine) request(at time.Time, client netip.Addr, udp, valid bool) cause {
-	act, _ := e.limiter.DebitRequestAddr(client, udp, valid)
+	act, _, why := e.limiter.DebitRequestLimit(client, udp, valid)
 	k := causeNone
 	if act == rrl.Drop {
-		k = e.requestCause(client, !udp || valid)
+		k = requestCause(why)
 	}
 	e.report.query(at, e.lc.network(client), k)
 	return k

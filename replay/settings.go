@@ -76,8 +76,6 @@ type limiterConfig struct {
 	ipv6Bits     int
 	maxTableSize int
 	prefixes     [2][]rrl.RequestPrefix // request prefixes configured, by family (0 IPv4, 1 IPv6)
-	requestsOn   bool                   // requests-per-second is on
-	provenApart  bool                   // proven-requests-per-second is set: proven requests have accounts of their own
 }
 
 // newLimiterConfig applies settings in order to a new Config.
@@ -95,8 +93,6 @@ func newLimiterConfig(settings []Setting) (*limiterConfig, error) {
 	lc.ipv6Bits = lc.intValue("ipv6-prefix-length")
 	lc.maxTableSize = lc.intValue("max-table-size")
 	lc.prefixes = [2][]rrl.RequestPrefix{lc.cfg.RequestPrefixes(false), lc.cfg.RequestPrefixes(true)}
-	lc.requestsOn = lc.on("requests-per-second")
-	lc.provenApart = lc.cfg.IsSet("proven-requests-per-second")
 	return lc, nil
 }
 
