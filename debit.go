@@ -126,16 +126,43 @@ func (r *RRL) DebitRequest(src net.Addr, validCookie bool) (Action, IPReason) {
 // DebitRequestAddr is DebitRequest for a server that holds the client's
 // address as a netip.Addr; udp says whether the request came over UDP.
 func (r *RRL) DebitRequestAddr(src netip.Addr, udp, validCookie bool) (Action, IPReason) {
+	act, ipr, _ := r.debitRequest(src, udp, validCookie)
+	return act, ipr
+}
+
+// RequestRefusal names the request limit that refused a request: Limit is
+// LimitRequests, LimitProvenRequests, LimitIPv4RequestPrefixes or
+// LimitIPv6RequestPrefixes, and Prefix, for a request prefix, the pair's
+// place (from 0) in the Config's list of the family (RequestPrefixes),
+// else 0. It is the zero value for a request that was not refused.
+type RequestRefusal struct {
+	Limit  LimitKind
+	Prefix int
+}
+
+// DebitRequestLimit is DebitRequestAddr that also says which request limit
+// refused the request (when it returns Drop), as the account that was out
+// of credit: the network's requests-per-second account (or
+// proven-requests-per-second's, for a proven request once that is set),
+// or the first request prefix, in the order configured, that refused it.
+// A tool that reports what each limit cut, such as a replay of traffic,
+// needs it; a server needs only DebitRequestAddr.
+func (r *RRL) DebitRequestLimit(src netip.Addr, udp, validCookie bool) (Action, IPReason, RequestRefusal) {
+	return r.debitRequest(src, udp, validCookie)
+}
+
+// debitRequest is DebitRequestLimit.
+func (r *RRL) debitRequest(src netip.Addr, udp, validCookie bool) (Action, IPReason, RequestRefusal) {
 	if r == nil || !r.checked {
-		return Send, IPNotConfigured
+		return Send, IPNotConfigured, RequestRefusal{}
 	}
 	s := r.stats.pick()
-	ipr := r.admit(src, r.networkOf(src), !udp || validCookie, r.now(), s)
+	ipr, why := r.admit(src, r.networkOf(src), !udp || validCookie, r.now(), s)
 	if ipr == IPRateLimit {
 		s.count(AllowanceLast, Drop, ipr, RTNotReached) // in no category: it has no response
-		return Drop, ipr
+		return Drop, ipr, why
 	}
-	return Send, ipr
+	return Send, ipr, RequestRefusal{}
 }
 
 // DebitResponse is Debit for a caller that charged the request with
@@ -178,7 +205,7 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	var ipr IPReason
 	switch {
 	case request:
-		ipr = r.admit(src, n, !udp, now, s)
+		ipr, _ = r.admit(src, n, !udp, now, s)
 	case len(r.cfg.exempt) > 0 && r.isExempt(src):
 		ipr = IPExempt
 	default:
@@ -210,10 +237,11 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 
 // admit applies to a request, in order, exempt-clients, the qps-scale
 // count and the request limits, and returns its IPReason: IPExempt,
-// IPRateLimit (refuse it), IPOk or IPNotConfigured.
-func (r *RRL) admit(src netip.Addr, n network, proven bool, now int64, s *stripe) IPReason {
+// IPRateLimit (refuse it, with the limit that did), IPOk or
+// IPNotConfigured.
+func (r *RRL) admit(src netip.Addr, n network, proven bool, now int64, s *stripe) (IPReason, RequestRefusal) {
 	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
-		return IPExempt
+		return IPExempt, RequestRefusal{}
 	}
 	if r.qps != nil {
 		r.qps.observe(r.stats, s, now)
@@ -233,19 +261,20 @@ func (r *RRL) requestKind(proven bool) LimitKind {
 // chargeRequest debits a request to its network's request account, if a
 // request limit applies to it, and an unproven one to its request
 // prefixes (chargeUnproven), and returns IPRateLimit when an account is
-// in debt, IPOk when none is, and IPNotConfigured when no limit applies.
-func (r *RRL) chargeRequest(src netip.Addr, n network, proven bool, now int64, s *stripe) IPReason {
+// in debt, with the account's limit, IPOk when none is, and
+// IPNotConfigured when no limit applies.
+func (r *RRL) chargeRequest(src netip.Addr, n network, proven bool, now int64, s *stripe) (IPReason, RequestRefusal) {
 	if !proven && r.prot.levels[0].n+r.prot.levels[1].n > 0 {
 		return r.chargeUnproven(src, n, now, s)
 	}
 	kind := r.requestKind(proven)
 	if !r.limits[kind].on() {
-		return IPNotConfigured
+		return IPNotConfigured, RequestRefusal{}
 	}
 	if r.chargeNetwork(n, kind, now, s) {
-		return IPRateLimit
+		return IPRateLimit, RequestRefusal{Limit: kind}
 	}
-	return IPOk
+	return IPOk, RequestRefusal{}
 }
 
 // requestReason is the IPReason of a response whose request passed

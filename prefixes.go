@@ -233,11 +233,11 @@ func (r *RRL) scaledProtection() *protection {
 // chargeUnproven debits an unproven request to its network's
 // requests-per-second account, then to the account of each request
 // prefix, in the order configured, and returns IPRateLimit as soon as one
-// refuses it, having refunded those charged before, so that a refused
-// request is charged to none; else IPOk, or IPNotConfigured if no request
-// limit applies. A request account sinks into no debt: the one that
-// refuses is left as it was.
-func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IPReason {
+// refuses it, with the account that did, having refunded those charged
+// before, so that a refused request is charged to none; else IPOk, or
+// IPNotConfigured if no request limit applies. A request account sinks
+// into no debt: the one that refuses is left as it was.
+func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) (IPReason, RequestRefusal) {
 	whole := wholeNetwork(src)
 	fam, kind := 0, LimitIPv4RequestPrefixes
 	if !whole.v4 {
@@ -250,7 +250,7 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 	if l.on() {
 		key = r.hash.account(n, LimitRequests, 0, 0, "")
 		if r.chargeLevel(&n, n.bits, key, LimitRequests, l, now, s) {
-			return IPRateLimit
+			return IPRateLimit, RequestRefusal{Limit: LimitRequests}
 		}
 		ipr = IPOk
 	}
@@ -270,9 +270,9 @@ func (r *RRL) chargeUnproven(src netip.Addr, n network, now int64, s *stripe) IP
 		for j := range i {
 			r.refund(keys[j], kind, lv.level[j].limit, now, s)
 		}
-		return IPRateLimit
+		return IPRateLimit, RequestRefusal{Limit: kind, Prefix: int(le.index)}
 	}
-	return ipr
+	return ipr, RequestRefusal{}
 }
 
 // chargeLevel is chargeKey for a request account: the debit of

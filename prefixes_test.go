@@ -542,3 +542,47 @@ func TestTooLargeChargesItsTruncatedSize(t *testing.T) {
 		}
 	}
 }
+
+// TestDebitRequestLimit: DebitRequestLimit names the account that refused
+// a request: the request prefix, by its place in its family's list, the
+// network's requests-per-second account, or proven-requests-per-second's
+// for a proven request; a request served names none.
+func TestDebitRequestLimit(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		kv       []string
+		src      string
+		udp      bool
+		cookie   bool
+		refusals string // the actions of successive requests
+		want     RequestRefusal
+	}{
+		{"an IPv4 prefix, the second pair", []string{"requests-per-second", "5", "ipv4-request-prefixes", "32:100 24:2 16:100"},
+			"192.0.2.1", true, false, "SSD", RequestRefusal{LimitIPv4RequestPrefixes, 1}},
+		{"an IPv6 prefix, the third pair", []string{"requests-per-second", "5", "ipv6-request-prefixes", "128:100 64:100 48:3"},
+			"2001:db8::1", true, false, "SSSD", RequestRefusal{LimitIPv6RequestPrefixes, 2}},
+		{"requests-per-second before the prefixes", []string{"requests-per-second", "2", "ipv4-request-prefixes", "32:100"},
+			"192.0.2.1", true, false, "SSD", RequestRefusal{LimitRequests, 0}},
+		{"requests-per-second without prefixes, over TCP", []string{"requests-per-second", "2"},
+			"192.0.2.1", false, false, "SSD", RequestRefusal{LimitRequests, 0}},
+		{"proven-requests-per-second, never a prefix", []string{"requests-per-second", "100", "proven-requests-per-second", "2", "ipv4-request-prefixes", "32:1"},
+			"192.0.2.1", true, true, "SSD", RequestRefusal{LimitProvenRequests, 0}},
+	} {
+		r := newTestRRL(t, newTestClock(), c.kv...)
+		src := netip.MustParseAddr(c.src)
+		for i, want := range c.refusals {
+			act, ipr, why := r.DebitRequestLimit(src, c.udp, c.cookie)
+			wantWhy, wantIPR := RequestRefusal{}, IPOk
+			if want == 'D' {
+				wantWhy, wantIPR = c.want, IPRateLimit
+			}
+			if act.String()[0] != byte(want) || ipr != wantIPR || why != wantWhy {
+				t.Errorf("%s: request %d: %v %v %+v, want %c %v %+v", c.name, i+1, act, ipr, why, want, wantIPR, wantWhy)
+			}
+		}
+	}
+	var r *RRL
+	if act, ipr, why := r.DebitRequestLimit(netip.MustParseAddr("192.0.2.1"), true, false); act != Send || ipr != IPNotConfigured || why != (RequestRefusal{}) {
+		t.Errorf("nil RRL: %v %v %+v", act, ipr, why)
+	}
+}

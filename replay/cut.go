@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"net/netip"
 	"strconv"
 
 	"github.com/dnsrrl/rrl"
@@ -64,19 +63,15 @@ var categoryKeywords = [rrl.AllowanceLast]string{"responses-per-second", "referr
 // on, but for the per-category allowances that only inherit
 // responses-per-second, which are listed when they cut something.
 func (lc *limiterConfig) cutRows() (labels [causeLast]string, listed [causeLast]bool) {
-	on := func(keyword string) bool {
-		v, _ := lc.cfg.Value(keyword)
-		return v != "0" && v != ""
-	}
-	labels[causeRequests], listed[causeRequests] = "requests-per-second", on("requests-per-second")
+	labels[causeRequests], listed[causeRequests] = "requests-per-second", lc.on("requests-per-second")
 	labels[causeProvenRequests] = "proven-requests-per-second"
-	listed[causeProvenRequests] = lc.cfg.IsSet("proven-requests-per-second") && on("proven-requests-per-second")
+	listed[causeProvenRequests] = lc.cfg.IsSet("proven-requests-per-second") && lc.on("proven-requests-per-second")
 	for fam, base := range []cause{causePrefix4, causePrefix6} {
 		kw := "ipv4-request-prefixes"
 		if fam == 1 {
 			kw = "ipv6-request-prefixes"
 		}
-		for i, p := range lc.cfg.RequestPrefixes(fam == 1) {
+		for i, p := range lc.prefixes[fam] {
 			labels[base+cause(i)] = kw + " /" + strconv.Itoa(p.Bits)
 			listed[base+cause(i)] = p.Rate > 0
 		}
@@ -85,103 +80,28 @@ func (lc *limiterConfig) cutRows() (labels [causeLast]string, listed [causeLast]
 		cause
 		kw string
 	}{{causeAll, "all-per-second"}, {causeAllBytes, "all-bytes-per-second"}, {causeTooLarge, "nocookie-udp-size"}} {
-		labels[c.cause], listed[c.cause] = c.kw, on(c.kw)
+		labels[c.cause], listed[c.cause] = c.kw, lc.on(c.kw)
 	}
 	for cat, kw := range categoryKeywords {
 		c := causeResponses + cause(cat)
 		labels[c] = kw
-		listed[c] = on(kw) && (cat == 0 || lc.cfg.IsSet(kw))
+		listed[c] = lc.on(kw) && (cat == 0 || lc.cfg.IsSet(kw))
 	}
 	return labels, listed
 }
 
-// requestCause returns the limit that refused a request from client: the
-// request prefix that refused it, else the request account it was charged
-// to. For an unproven request from a family with request prefixes, it is
-// the one account of the request in a limiting episode (the account that
-// refuses a request is in one), else the request prefix whose count of
-// refusals went up: reading the limiter's statistics costs about 20 µs, so
-// it is read only when several of the accounts are in an episode.
-func (e *engine) requestCause(client netip.Addr, proven bool) cause {
-	fam := 0
-	if !client.Is4() {
-		fam = 1
-	}
-	if !proven && e.lc.prefixCount[fam] > 0 {
-		if k, ok := e.soleEpisode(client, fam); ok {
-			if k != causeRequests {
-				e.prefixDrops[fam][int(k-causePrefix4)-fam*rrl.MaxRequestPrefixes]++ // as the limiter counted it
-			}
-			return k
-		}
-		drops := e.limiter.GetStats(false).RequestPrefixDrops
-		before := e.prefixDrops
-		e.prefixDrops = drops
-		for i, n := range drops[fam] {
-			if n != before[fam][i] {
-				return causePrefix4 + cause(fam*rrl.MaxRequestPrefixes+i)
-			}
-		}
-	}
-	if proven && e.lc.provenApart {
+// requestCause is the cause of the request limit that the core says
+// refused a request.
+func requestCause(why rrl.RequestRefusal) cause {
+	switch why.Limit {
+	case rrl.LimitProvenRequests:
 		return causeProvenRequests
+	case rrl.LimitIPv4RequestPrefixes:
+		return causePrefix4 + cause(why.Prefix)
+	case rrl.LimitIPv6RequestPrefixes:
+		return causePrefix6 + cause(why.Prefix)
 	}
 	return causeRequests
-}
-
-// soleEpisode returns the one account, among those an unproven request
-// from client is charged to, that is in a limiting episode, and false if
-// none or several are.
-func (e *engine) soleEpisode(client netip.Addr, fam int) (cause, bool) {
-	ep := &e.episodes
-	found, n := causeNone, 0
-	if e.lc.requestsOn && ep.live[episodeKey{rrl.LimitRequests, e.lc.network(client)}] > 0 {
-		found, n = causeRequests, n+1
-	}
-	kind := rrl.LimitIPv4RequestPrefixes + rrl.LimitKind(fam)
-	for i, p := range e.lc.prefixes[fam] {
-		if p.Rate <= 0 {
-			continue
-		}
-		net, _ := client.Prefix(p.Bits)
-		if ep.live[episodeKey{kind, net}] > 0 {
-			found, n = causePrefix4+cause(fam*rrl.MaxRequestPrefixes+i), n+1
-		}
-	}
-	return found, n == 1
-}
-
-// episodes follows the request accounts in a limiting episode, from the
-// limiter's events: an episode's start names the account's network, and
-// its stop, or the account's eviction, the account. It holds no more
-// than the limiter's table holds.
-type episodes struct {
-	byAccount map[uint64]episodeKey
-	live      map[episodeKey]int // accounts in an episode, by kind and network
-}
-
-type episodeKey struct {
-	kind    rrl.LimitKind
-	network netip.Prefix
-}
-
-func (ep *episodes) observe(ev rrl.Event) {
-	switch ev.LimitKind {
-	case rrl.LimitRequests, rrl.LimitIPv4RequestPrefixes, rrl.LimitIPv6RequestPrefixes:
-	default:
-		return
-	}
-	if k, ok := ep.byAccount[ev.Account]; ok {
-		delete(ep.byAccount, ev.Account)
-		if ep.live[k]--; ep.live[k] <= 0 {
-			delete(ep.live, k)
-		}
-	}
-	if ev.Started {
-		k := episodeKey{ev.LimitKind, ev.Network}
-		ep.byAccount[ev.Account] = k
-		ep.live[k]++
-	}
 }
 
 // cutCounts accumulates the Cut of each cause.

@@ -3,10 +3,12 @@ package replay_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -210,5 +212,51 @@ func TestListenMaxConns(t *testing.T) {
 	rep := r.Reports()[0]
 	if rep.Queries != 50 || rep.Responses != 50 || rep.Skipped[replay.SkipOversize] != 1 {
 		t.Errorf("%d queries, %d responses, skipped %v; want 50 of each and one oversize frame", rep.Queries, rep.Responses, rep.Skipped)
+	}
+}
+
+// -idle-timeout: a connection silent after its handshake is closed, which
+// frees its place under -max-conns for the next, whose frames are
+// replayed. The client's read waits far longer than the idle timeout, so
+// that it ends by its own deadline, and the test fails, only if the
+// server never closes the connection.
+func TestListenIdleTimeout(t *testing.T) {
+	l, err := replay.ListenOn("unix:" + filepath.Join(t.TempDir(), "tap.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := replay.New(replay.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- r.ListenWith(ctx, l, replay.ListenOptions{MaxConns: 1, IdleTimeout: 100 * time.Millisecond})
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("unix", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	silent := dial()
+	defer silent.Close()
+	if _, err := capgen.NewTapWriter(silent, true); err != nil { // the handshake, then nothing
+		t.Fatal(err)
+	}
+	silent.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := silent.Read(make([]byte, 64)); errors.Is(err, os.ErrDeadlineExceeded) || err == nil {
+		t.Fatalf("a connection silent after its handshake: read %d bytes, %v; want it closed by the server", n, err)
+	}
+
+	c := dial()
+	defer c.Close()
+	tapExchanges(t, c, true, false, traffic(t, 1, 50, 0, 0)) // blocks in its handshake while the silent one holds the only place
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rep := r.Reports()[0]; rep.Queries != 50 || rep.Responses != 50 {
+		t.Errorf("%d queries, %d responses after the silent connection closed; want 50 of each", rep.Queries, rep.Responses)
 	}
 }

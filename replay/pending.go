@@ -15,14 +15,46 @@ type pendingKey struct {
 }
 
 // pendingQuery is what the response needs to know of its query: whether it
-// had a valid server cookie, for which configurations it was dropped (bit
-// i for the i-th), and whether it was answered already.
+// had a valid server cookie, the limit that refused it under each
+// configuration, and whether it was answered already.
 type pendingQuery struct {
 	at       time.Time
 	valid    bool
-	dropped  uint64
-	causes   []cause // the limit that dropped it, by configuration; nil when none did
-	answered bool    // a response came: later ones (over TCP) continue it
+	answered bool // a response came: later ones (over TCP) continue it
+	causes   causes
+}
+
+// causes holds the limit that refused a query, by configuration (causeNone
+// where none did). The first few are held inline, so that a refused
+// request costs no allocation unless a sweep has more configurations.
+type causes struct {
+	few  [inlineCauses]cause
+	more []cause // the configurations from inlineCauses on, when a sweep has them
+}
+
+const inlineCauses = 8
+
+// set notes that configuration i of n refused the query, for cause k.
+func (c *causes) set(i, n int, k cause) {
+	if i < inlineCauses {
+		c.few[i] = k
+		return
+	}
+	if c.more == nil {
+		c.more = make([]cause, n-inlineCauses)
+	}
+	c.more[i-inlineCauses] = k
+}
+
+// of returns the limit that refused the query under configuration i.
+func (c *causes) of(i int) cause {
+	if i < inlineCauses {
+		return c.few[i]
+	}
+	if c.more == nil {
+		return causeNone
+	}
+	return c.more[i-inlineCauses]
 }
 
 // Bounds of the table of queries awaiting a response: a response that

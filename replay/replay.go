@@ -73,9 +73,6 @@ type engine struct {
 	lc      *limiterConfig
 	limiter *rrl.RRL
 	report  *reportBuilder
-
-	prefixDrops [2][rrl.MaxRequestPrefixes]int64 // the limiter's RequestPrefixDrops, as last read and counted since
-	episodes    episodes                         // request accounts in a limiting episode, with request prefixes set
 }
 
 // New checks the configuration and returns a Replay ready for input.
@@ -121,10 +118,6 @@ func New(opts Options) (*Replay, error) {
 		lc.cfg.SetNowFunc(r.clock)
 		e := &engine{label: labels[i], lc: lc, report: newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))}
 		e.report.cuts.label(lc.cutRows())
-		if lc.prefixCount != [2]int{} {
-			e.episodes = episodes{byAccount: map[uint64]episodeKey{}, live: map[episodeKey]int{}}
-			lc.cfg.SetObserver(e.episodes.observe)
-		}
 		r.engines = append(r.engines, e)
 	}
 	return r, nil
@@ -195,10 +188,10 @@ func (r *Replay) query(m *Message) {
 // request charges a request from client to the engine's limiter, counts
 // it in the report, and returns the limit that refused it, or causeNone.
 func (e *engine) request(at time.Time, client netip.Addr, udp, valid bool) cause {
-	act, _ := e.limiter.DebitRequestAddr(client, udp, valid)
+	act, _, why := e.limiter.DebitRequestLimit(client, udp, valid)
 	k := causeNone
 	if act == rrl.Drop {
-		k = e.requestCause(client, !udp || valid)
+		k = requestCause(why)
 	}
 	e.report.query(at, e.lc.network(client), k)
 	return k
@@ -210,11 +203,7 @@ func (p *pendingQuery) refuse(i, n int, k cause) {
 	if k == causeNone {
 		return
 	}
-	p.dropped |= 1 << i
-	if p.causes == nil {
-		p.causes = make([]cause, n)
-	}
-	p.causes[i] = k
+	p.causes.set(i, n, k)
 }
 
 // limitedQuestion reads the header and question of the message in w and
@@ -285,10 +274,10 @@ func (r *Replay) response(m *Message) {
 			p.refuse(i, len(r.engines), e.request(m.Time, client, m.UDP, false))
 		}
 		var act rrl.Action
-		k := causeNone
+		k := p.causes.of(i)
 		switch {
-		case p.dropped&(1<<i) != 0:
-			act, k = rrl.Drop, p.causes[i]
+		case k != causeNone:
+			act = rrl.Drop
 		case p.answered:
 			act = rrl.Send // over TCP: a response limit never keeps it
 		case p.valid:

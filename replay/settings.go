@@ -75,10 +75,7 @@ type limiterConfig struct {
 	ipv4Bits     int
 	ipv6Bits     int
 	maxTableSize int
-	prefixCount  [2]int                 // request prefixes configured, by family (0 IPv4, 1 IPv6)
-	prefixes     [2][]rrl.RequestPrefix // and the pairs
-	requestsOn   bool                   // requests-per-second is on
-	provenApart  bool                   // proven-requests-per-second is set: proven requests have accounts of their own
+	prefixes     [2][]rrl.RequestPrefix // request prefixes configured, by family (0 IPv4, 1 IPv6)
 }
 
 // newLimiterConfig applies settings in order to a new Config.
@@ -96,11 +93,14 @@ func newLimiterConfig(settings []Setting) (*limiterConfig, error) {
 	lc.ipv6Bits = lc.intValue("ipv6-prefix-length")
 	lc.maxTableSize = lc.intValue("max-table-size")
 	lc.prefixes = [2][]rrl.RequestPrefix{lc.cfg.RequestPrefixes(false), lc.cfg.RequestPrefixes(true)}
-	lc.prefixCount = [2]int{len(lc.prefixes[0]), len(lc.prefixes[1])}
-	v, _ := lc.cfg.Value("requests-per-second")
-	lc.requestsOn = v != "0"
-	lc.provenApart = lc.cfg.IsSet("proven-requests-per-second")
 	return lc, nil
+}
+
+// on reports whether the limit of keyword is on: set to other than 0 (a
+// keyword the Config does not know reads back empty, and is off).
+func (lc *limiterConfig) on(keyword string) bool {
+	v, _ := lc.cfg.Value(keyword)
+	return v != "0" && v != ""
 }
 
 // intValue reads back an integer setting of the Config.
