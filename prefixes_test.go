@@ -516,29 +516,29 @@ func TestPairOffKeepsItsPlace(t *testing.T) {
 	}
 }
 
-// TestAllLimitWinsOverAllBytes: a response over both all-per-second and
-// all-bytes-per-second is dropped for all-per-second, checked first.
-func TestAllLimitWinsOverAllBytes(t *testing.T) {
-	r := newTestRRL(t, newTestClock(), "responses-per-second", "100", "all-per-second", "1", "all-bytes-per-second", "512")
-	tu := answer("a.example.")
-	tu.Size = 512
-	for i, want := range []RTReason{RTOk, RTAllLimit, RTAllLimit} {
-		if _, _, rtr := r.Debit(udp("192.0.2.1"), tu); rtr != want {
-			t.Errorf("response %d: %v, want %v", i, rtr, want)
-		}
-	}
-}
-
-// TestTooLargeChargesItsTruncatedSize: a response that goes truncated for
-// nocookie-udp-size is charged to all-bytes-per-second at most
-// nocookie-udp-size bytes, what goes out in its place, not its whole size.
-func TestTooLargeChargesItsTruncatedSize(t *testing.T) {
-	r := newTestRRL(t, newTestClock(), "responses-per-second", "100", "nocookie-udp-size", "512", "all-bytes-per-second", "1024")
-	tu := answer("a.example.")
-	tu.Size = 1000
-	for i, want := range []RTReason{RTTooLarge, RTTooLarge, RTAllBytesLimit} {
-		if _, _, rtr := r.Debit(udp("192.0.2.1"), tu); rtr != want {
-			t.Errorf("response %d of 1,000 bytes: %v, want %v (512 bytes charged each)", i, rtr, want)
+// TestAllBytesOrder: a response over both all-per-second and
+// all-bytes-per-second is dropped for all-per-second, checked first; and a
+// response that goes truncated for nocookie-udp-size is charged to
+// all-bytes-per-second the bytes that go out in its place, not its own.
+func TestAllBytesOrder(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		settings []string
+		size     int
+		want     []RTReason
+	}{
+		{"all-per-second first", []string{"all-per-second", "1", "all-bytes-per-second", "512"}, 512,
+			[]RTReason{RTOk, RTAllLimit, RTAllLimit}},
+		{"truncated, charged 512 bytes", []string{"nocookie-udp-size", "512", "all-bytes-per-second", "1024"}, 1000,
+			[]RTReason{RTTooLarge, RTTooLarge, RTAllBytesLimit}},
+	} {
+		r := newTestRRL(t, newTestClock(), append([]string{"responses-per-second", "100"}, c.settings...)...)
+		tu := answer("a.example.")
+		tu.Size = c.size
+		for i, want := range c.want {
+			if _, _, rtr := r.Debit(udp("192.0.2.1"), tu); rtr != want {
+				t.Errorf("%s: response %d of %d bytes: %v, want %v", c.name, i, c.size, rtr, want)
+			}
 		}
 	}
 }
