@@ -60,27 +60,86 @@ const slotsPerBucket = 5
 type bucket struct {
 	balance [slotsPerBucket]atomic.Uint64
 	ident   [slotsPerBucket]atomic.Uint32
-	// spilled has its low bit set once an account whose first bucket this
-	// is may have gone to its second; until then, an account not in this
-	// bucket is in neither, and a full table need not read the second. Its
-	// other bits count the accounts moved into this bucket (see put), so
-	// that victim can tell when its look at an account's two buckets, one
-	// after the other, may have missed the account as it moved between
-	// them.
-	spilled atomic.Uint32
+	// state is the bucket's spare word (see the state bits below): which
+	// of its places hold an account in its second bucket, how many
+	// accounts whose first bucket this is are in their second (so that a
+	// search that does not find an account here reads its second bucket
+	// only while that count is not 0), and how many accounts have moved
+	// in (see put), so that victim can tell when its look at an
+	// account's two buckets, one after the other, may have missed the
+	// account as it moved between them.
+	state atomic.Uint32
 }
 
-// hasSpilled reports whether an account whose first bucket is b may have
-// gone to its second.
-func (b *bucket) hasSpilled() bool { return b.spilled.Load()&1 != 0 }
+// The bits of a bucket's state word.
+const (
+	// Bit j is set while place j holds an account in its second bucket.
+	inSecondMask = 1<<slotsPerBucket - 1
+	// The spill count: the accounts whose first bucket this is held in
+	// their second, or on their way there. It saturates at its largest
+	// value, which then stays: far more than the table's accounts ever
+	// put in one bucket's second buckets, which the hash spreads (5 on
+	// average, 10 in a table filled to the last place).
+	spillShift = slotsPerBucket
+	spillOne   = 1 << spillShift
+	spillMax   = 1<<11 - 1
+	spillMask  = spillMax << spillShift
+	// The move count, modulo 2^16: the accounts moved into this bucket.
+	moveShift = 16
+	moveOne   = 1 << moveShift
+)
 
-// markSpilled records that an account whose first bucket may be b may go
-// to its second.
-func (b *bucket) markSpilled() {
-	if !b.hasSpilled() {
-		b.spilled.Or(1)
+// hasSpilled reports whether an account whose first bucket is b may be in
+// its second.
+func (b *bucket) hasSpilled() bool { return b.state.Load()&spillMask != 0 }
+
+// addSpill counts an account whose first bucket is b going to its second.
+func (b *bucket) addSpill() {
+	for {
+		w := b.state.Load()
+		if w&spillMask == spillMask || b.state.CompareAndSwap(w, w+spillOne) {
+			return
+		}
 	}
 }
+
+// dropSpill counts an account whose first bucket is b leaving its second:
+// recycled, or moved to b. With in true, the account moved into b, which
+// the move count records too (see put).
+func (b *bucket) dropSpill(in bool) {
+	for {
+		w, v := b.state.Load(), uint32(0)
+		if in {
+			v = moveOne
+		}
+		if c := w & spillMask; c != spillMask && c != 0 { // a saturated count stays
+			v -= spillOne
+		}
+		if b.state.CompareAndSwap(w, w+v) {
+			return
+		}
+	}
+}
+
+// inSecond reports whether place j holds an account in its second bucket.
+// Only the Debit holding the place (its ident moving in) may ask, or
+// change it with setInSecond.
+func (b *bucket) inSecond(j int) bool { return b.state.Load()&(1<<j) != 0 }
+
+// setInSecond records whether place j holds an account in its second
+// bucket.
+func (b *bucket) setInSecond(j int, on bool) {
+	switch {
+	case on == b.inSecond(j):
+	case on:
+		b.state.Or(1 << j)
+	default:
+		b.state.And(^uint32(1 << j))
+	}
+}
+
+// moves returns the bucket's move count.
+func (b *bucket) moves() uint32 { return b.state.Load() >> moveShift }
 
 // identOf returns the ident of the account whose key is key. Tag 0 is
 // read as tag 1, so that no ident moving in is 0.
@@ -162,12 +221,19 @@ func (t *bucketTable) bucket(i uint64) *bucket { return &t.page(i)[i%pageBuckets
 
 // page returns the page of bucket i, allocating it if it has none yet.
 func (t *bucketTable) page(i uint64) *page {
-	p := t.pages[i/pageBuckets].Load()
-	if p == &noPage {
-		p = new(page)
-		if !t.pages[i/pageBuckets].CompareAndSwap(&noPage, p) {
-			p = t.pages[i/pageBuckets].Load() // another Debit allocated it first
-		}
+	at := &t.pages[i/pageBuckets]
+	if p := at.Load(); p != &noPage {
+		return p
+	}
+	return newPage(at)
+}
+
+// newPage allocates a page at at, unless another Debit did first, and
+// returns it.
+func newPage(at *atomic.Pointer[page]) *page {
+	p := new(page)
+	if !at.CompareAndSwap(&noPage, p) {
+		p = at.Load() // another Debit allocated it first
 	}
 	return p
 }
@@ -327,12 +393,15 @@ var yieldProcessor = runtime.Gosched
 
 // place is a place in a set, its bucket's number k, and the ident it
 // held when victim chose it: 0 if empty, a moving-in ident if relocate
-// emptied it for the caller.
+// emptied it for the caller. from is the first bucket of the account
+// that is to take it if the place is in that account's second bucket,
+// else nil.
 type place struct {
-	b   *bucket
-	k   uint64
-	j   int
-	old uint32
+	b    *bucket
+	k    uint64
+	j    int
+	old  uint32
+	from *bucket
 }
 
 // add moves the account with ident id into place p of set i with the
@@ -340,9 +409,19 @@ type place struct {
 // changed the place since victim chose it.
 func (t *bucketTable) add(p place, id uint32, first balance, s *stripe) (accountRef, gone, bool) {
 	b, j := p.b, p.j
+	if p.from != nil {
+		p.from.addSpill() // before the account can be seen in its second bucket
+	}
 	if !b.ident[j].CompareAndSwap(p.old, id&^1) {
+		if p.from != nil {
+			p.from.dropSpill(false)
+		}
 		return accountRef{}, gone{}, false
 	}
+	if p.old&1 == 1 && b.inSecond(j) { // the account recycled was in its second bucket
+		t.bucket(t.alt(p.k, p.old)).dropSpill(false)
+	}
+	b.setInSecond(j, p.from != nil)
 	// A Debit of the old account that read its ident before it changed may
 	// still change its balance: swap in the new one with a new
 	// generation, so that such a Debit fails rather than debit the new
@@ -383,88 +462,104 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 	if t.setBuckets != 1 {
 		return t.victimSmall(id, now)
 	}
-	// One pass over both buckets looks for the account, an empty place
-	// and the account of lowest rank at once: the two lines are read
-	// together, and their balances are in the lines already.
-	// In a full table, an account whose first bucket never spilled is
-	// there or nowhere, and the one of lowest rank there is recycled: the
-	// second bucket is not read.
+	// One pass looks for the account, an empty place and the account of
+	// lowest rank at once. The account is recycled from its first bucket
+	// only, so that accounts leave their second buckets as the table
+	// turns over and their first buckets' spill counts fall back to 0:
+	// then the second bucket is read only to find an empty place while
+	// the table has one.
 	k2 := t.alt(i, id)
 	first := t.bucket(i)
 	for {
 		var empty place
-		var seen [2]*bucket
-		var count [2]uint32 // the move counts of the buckets seen, before
 		p, moving = place{}, false
+		moves := first.moves() // before the idents: see put
 		earliest := int64(0)
-		for n, k := range [2]uint64{i, k2} {
-			b := t.bucket(k)
-			if k != i && empty.b == nil && !first.hasSpilled() && t.free.Load() <= t.keep {
-				break
-			}
-			seen[n], count[n] = b, b.spilled.Load()
-			for j := range t.capacity(k) {
-				switch v := b.ident[j].Load(); {
-				case v == id:
-					return place{b, k, j, id}, false
-				case v == 0:
-					if empty.b == nil {
-						empty = place{b, k, j, 0}
-					}
-				case v == id&^1:
-					moving = true
-				case v&1 == 1: // not moving in
-					if r := t.rank(v, b.balance[j].Load(), now); p.b == nil || r < earliest {
-						p, earliest = place{b, k, j, v}, r
-					}
+		for j := range t.capacity(i) {
+			switch v := first.ident[j].Load(); {
+			case v == id:
+				return place{first, i, j, id, nil}, false
+			case v == 0:
+				if empty.b == nil {
+					empty = place{first, i, j, 0, nil}
+				}
+			case v == id&^1:
+				moving = true
+			case v&1 == 1: // not moving in
+				if r := t.rank(v, first.balance[j].Load(), now); p.b == nil || r < earliest {
+					p, earliest = place{first, i, j, v, nil}, r
 				}
 			}
-			if k2 == i {
-				break
-			}
-			if n == 0 && betweenBuckets != nil {
-				betweenBuckets()
-			}
 		}
-		if movedIn(seen, count) {
+		if k2 == i || !first.hasSpilled() && (empty.b != nil || t.free.Load() <= 0) {
+			if first.moves() != moves {
+				continue // the account may have moved in from its second bucket
+			}
+			if empty.b != nil {
+				return empty, moving
+			}
+			return p, moving
+		}
+		if betweenBuckets != nil {
+			betweenBuckets()
+		}
+		second := t.bucket(k2)
+		moves2 := second.moves()
+		own, empty2, moving2 := lookIn(second, k2, t.capacity(k2), id)
+		if own.b != nil {
+			return own, false
+		}
+		if first.moves() != moves || second.moves() != moves2 {
 			// The account may have moved from the bucket read second to
 			// the one read first in between, read in neither (see
 			// put): look again rather than add a copy of it.
 			continue
 		}
-		if empty.b != nil {
-			return t.spill(first, empty), moving
-		}
-		if !moving && t.free.Load() > t.keep {
+		moving = moving || moving2
+		switch {
+		case empty.b != nil:
+			return empty, moving
+		case empty2.b != nil:
+			return spillTo(first, i, empty2), moving
+		case !moving && t.free.Load() > t.keep:
 			if q, ok := t.relocate(i, k2); ok {
-				return t.spill(first, q), false
+				return spillTo(first, i, q), false
 			}
 		}
-		return t.spill(first, p), moving
+		return p, moving
 	}
+}
+
+// lookIn looks in bucket b, number k, of n places, for the account with
+// ident id, and returns its place if there, else the first empty place,
+// and whether the account is moving in.
+func lookIn(b *bucket, k uint64, n int, id uint32) (own, empty place, moving bool) {
+	for j := range n {
+		switch b.ident[j].Load() {
+		case id:
+			return place{b, k, j, id, nil}, place{}, false
+		case 0:
+			if empty.b == nil {
+				empty = place{b, k, j, 0, nil}
+			}
+		case id &^ 1:
+			moving = true
+		}
+	}
+	return place{}, empty, moving
 }
 
 // betweenBuckets, if not nil, is called by victim between its reads of an
 // account's two buckets: tests set it to move the account meanwhile.
 var betweenBuckets func()
 
-// movedIn reports whether an account was moved into one of the buckets
-// seen since their move counts were count.
-func movedIn(seen [2]*bucket, count [2]uint32) bool {
-	for n, b := range seen {
-		if b != nil && b.spilled.Load()>>1 != count[n]>>1 {
-			return true
-		}
-	}
-	return false
-}
-
-// spill marks the bucket first as spilled if place p, chosen for an
-// account whose first bucket it is, lies in another bucket: before the
-// account moves in, so that a search that misses it in first looks on.
-func (t *bucketTable) spill(first *bucket, p place) place {
-	if p.b != nil && p.b != first {
-		first.markSpilled()
+// spillTo returns place p, chosen for an account whose first bucket is
+// first, number i, with from set to first if p lies in the account's
+// second bucket: add then counts the account in first's spill count
+// before it moves in, so that a search that misses it in first looks on.
+func spillTo(first *bucket, i uint64, p place) place {
+	if p.k != i {
+		p.from = first
 	}
 	return p
 }
@@ -502,9 +597,9 @@ func (t *bucketTable) victimSmall(id uint32, now int64) (p place, moving bool) {
 		for j := range t.capacity(k) {
 			switch b.ident[j].Load() {
 			case id:
-				return place{b, k, j, id}, false
+				return place{b, k, j, id, nil}, false
 			case 0:
-				return place{b, k, j, 0}, moving
+				return place{b, k, j, 0, nil}, moving
 			case id &^ 1:
 				moving = true
 			}
@@ -516,12 +611,12 @@ func (t *bucketTable) victimSmall(id uint32, now int64) (p place, moving bool) {
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
 			case v == id: // added by another Debit since the first look
-				return place{b, k, j, id}, false
+				return place{b, k, j, id, nil}, false
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
 				if r := t.rank(v, b.balance[j].Load(), now); p.b == nil || r < earliest {
-					p, earliest = place{b, k, j, v}, r
+					p, earliest = place{b, k, j, v, nil}, r
 				}
 			}
 		}
@@ -585,8 +680,8 @@ func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
 				t.free.Add(1)
 				continue
 			}
-			put(to, y, v)
-			return place{b, k, j, y &^ 1}, true
+			t.put(to, y, v, b.inSecond(j), b)
+			return place{b, k, j, y &^ 1, nil}, true
 		}
 		bc := t.bucket(c)
 		for e := range t.capacity(c) {
@@ -602,8 +697,8 @@ func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
 				break
 			}
 			t.free.Add(-1)
-			put(place{bc, c, e, 0}, y, v)
-			return place{b, k, j, y &^ 1}, true
+			t.put(place{bc, c, e, 0, nil}, y, v, b.inSecond(j), b)
+			return place{b, k, j, y &^ 1, nil}, true
 		}
 	}
 	return place{}, false
@@ -617,7 +712,6 @@ func claim(b *bucket, j int, y uint32) (balance, bool) {
 	if !b.ident[j].CompareAndSwap(y, y&^1) {
 		return 0, false
 	}
-	b.markSpilled() // b may be y's first bucket, and y is going to its second
 	for {
 		v := balance(b.balance[j].Load())
 		if b.balance[j].CompareAndSwap(uint64(v), uint64(v.withGeneration(v.generation()+1))) {
@@ -626,9 +720,14 @@ func claim(b *bucket, j int, y uint32) (balance, bool) {
 	}
 }
 
-// put moves the account with ident y and balance v into place p, which the
-// caller holds (its ident moving in).
-func put(p place, y uint32, v balance) {
+// put moves the account with ident y and balance v out of bucket from
+// into place p, which the caller holds (its ident moving in), in y's
+// other bucket: its first if wasSecond, else its second.
+func (t *bucketTable) put(p place, y uint32, v balance, wasSecond bool, from *bucket) {
+	if !wasSecond {
+		from.addSpill() // before y can be seen in its second bucket
+	}
+	p.b.setInSecond(p.j, !wasSecond)
 	g := balance(p.b.balance[p.j].Load()).generation() + 1
 	p.b.balance[p.j].Store(uint64(v.withGeneration(g)))
 	p.b.ident[p.j].Store(y)
@@ -639,8 +738,14 @@ func put(p place, y uint32, v balance) {
 	// to wait. Counted here, before y's old place is let go (its ident
 	// reads as y moving in until moveAside's caller puts another account
 	// there), the move changes the count that victim reads before and
-	// after, and victim looks again.
-	p.b.spilled.Add(2)
+	// after, and victim looks again. A move to y's first bucket lowers its
+	// spill count in the same step, so that a victim that reads the count
+	// lowered also finds the move counted.
+	if wasSecond {
+		p.b.dropSpill(true)
+	} else {
+		p.b.state.Add(moveOne)
+	}
 }
 
 // sweepBuckets bounds the buckets that one sweep looks at: 2 MB of table,

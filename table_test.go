@@ -436,13 +436,15 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 // written plainly: an account held is found with its balance, whichever of
 // its two buckets it is in and however often it was moved; a new account
 // recycles one only when the buckets it reads are full, and then the one
-// of lowest rank there (both buckets, or in a full table its first alone
-// if that never spilled); no other account is lost.
+// of lowest rank of its first bucket; no other account is lost. Every
+// bucket's spill count and second-bucket marks agree with where the
+// accounts are.
 func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64) {
 	t.Helper()
 	st := &stripe{}
 	l := limit{interval: int64(time.Second) / 3, credit: int64(time.Second), debt: 15 * int64(time.Second)}
-	held := map[uint64]int64{} // tat by Event.Account
+	held := map[uint64]int64{}     // tat by Event.Account
+	firstOf := map[uint64]uint64{} // first bucket by Event.Account
 	now := int64(0)
 	for n, key := range keys {
 		now += steps[n%len(steps)]
@@ -455,19 +457,22 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 			id   uint32
 			rank int64
 		}
-		// In a full table, a first bucket that never spilled is the only
-		// one the new account's search reads.
+		// The search reads the second bucket only while an account
+		// may be there, or to find an empty place while the table has
+		// one; it recycles in the first.
 		buckets := []uint64{i, tb.alt(i, id)}
-		if buckets[1] == i || !tb.bucket(i).hasSpilled() && tb.free.Load() <= tb.keep {
+		firstFull := true
+		for j := range tb.capacity(i) {
+			firstFull = firstFull && tb.bucket(i).ident[j].Load() != 0
+		}
+		if buckets[1] == i || !tb.bucket(i).hasSpilled() && (!firstFull || tb.free.Load() <= 0) {
 			buckets = buckets[:1]
 		}
 		var cands []candidate
-		for _, k := range buckets {
-			b := tb.bucket(k)
-			for j := range tb.capacity(k) {
-				if v := b.ident[j].Load(); v != 0 {
-					cands = append(cands, candidate{k, v, tb.rank(v, b.balance[j].Load(), now)})
-				}
+		b := tb.bucket(i)
+		for j := range tb.capacity(i) {
+			if v := b.ident[j].Load(); v != 0 {
+				cands = append(cands, candidate{i, v, tb.rank(v, b.balance[j].Load(), now)})
 			}
 		}
 		evictions := st.evictions.Load()
@@ -491,19 +496,21 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 		} else {
 			tat = now - l.credit + l.interval
 		}
-		held[aid] = tat
+		held[aid], firstOf[aid] = tat, i
 		if w.tat(now) != tat {
 			t.Fatalf("op %d: tat %d, the model %d", n, w.tat(now), tat)
 		}
 		// An account recycled is one of lowest rank of the new account's
-		// two buckets, both full (so no account was moved: it is in
-		// neither of its own).
+		// first bucket, with the buckets read full (so no account was
+		// moved: it is in neither of its own).
 		if st.evictions.Load() != evictions {
-			places := 0
+			full := true
 			for _, k := range buckets {
-				places += tb.capacity(k)
+				for j := range tb.capacity(k) {
+					full = full && tb.bucket(k).ident[j].Load() != 0
+				}
 			}
-			if !added || len(cands) != places {
+			if !added || !full {
 				t.Fatalf("op %d: an account recycled, with room in the buckets (added %v)", n, added)
 			}
 			gone := -1
@@ -544,10 +551,40 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 			if len(in) != len(held) {
 				t.Fatalf("op %d: the table holds %d accounts, the model %d", n, len(in), len(held))
 			}
+			checkSpills(t, tb, firstOf)
 		}
 	}
 	if int(st.held.Load()) != len(held) {
 		t.Errorf("held %d, the model %d", st.held.Load(), len(held))
+	}
+}
+
+// checkSpills checks that each bucket's spill count is the number of
+// accounts held in their second bucket whose first it is, and that its
+// marks say which of its places hold such accounts; firstOf gives the
+// first bucket of each account, by Event.Account.
+func checkSpills(t *testing.T, tb *bucketTable, firstOf map[uint64]uint64) {
+	t.Helper()
+	spills := make([]uint32, tb.buckets)
+	for k := range tb.buckets {
+		b := tb.bucket(k)
+		for j := range tb.capacity(k) {
+			v := b.ident[j].Load()
+			if v == 0 {
+				continue
+			}
+			first := firstOf[tb.accountIDAt(k, v)]
+			if second := first != k; b.inSecond(j) != second {
+				t.Fatalf("place %d of bucket %d: marked in its second bucket %v, is %v", j, k, b.inSecond(j), second)
+			} else if second {
+				spills[first]++
+			}
+		}
+	}
+	for k := range tb.buckets {
+		if got := tb.bucket(k).state.Load() & spillMask >> spillShift; got != spills[k] {
+			t.Fatalf("bucket %d: spill count %d, with %d of its accounts in their second", k, got, spills[k])
+		}
 	}
 }
 
@@ -1219,7 +1256,8 @@ func TestFindOrAddSeesAccountMovedMeanwhile(t *testing.T) {
 		}
 	}
 	put(k2, 0, y, fullCredit(0, 1, 1).withTat(42))
-	tb.bucket(i).markSpilled()
+	tb.bucket(i).addSpill()
+	tb.bucket(k2).setInSecond(0, true)
 	for j := range slotsPerBucket {
 		put(i, j, other(i), fullCredit(0, 1, 1))
 		if j > 0 {
