@@ -33,17 +33,11 @@ type network struct {
 // addresses count as IPv4 and zones are ignored. The zero Addr (from a nil or
 // unparsable source) becomes 0.0.0.0, whose network all such sources share.
 func (r *RRL) networkOf(a netip.Addr) network {
-	a = a.Unmap()
-	if a.Is6() {
-		b := a.As16()
-		return r.mask(binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
+	if !a.IsValid() {
+		return r.mask(0, mapped)
 	}
-	var v4 uint64
-	if a.Is4() {
-		b := a.As4()
-		v4 = uint64(binary.BigEndian.Uint32(b[:]))
-	}
-	return r.mask(0, mapped|v4)
+	b := a.As16() // IPv4 as IPv4-mapped, without the zone: mask tells the families apart
+	return r.mask(binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
 }
 
 // networkOfIP is networkOf for the bytes of a net.IP, read without making
@@ -67,11 +61,28 @@ const mapped = 0xffff << 32
 // IPv4-mapped), masked to the prefix length of its family.
 func (r *RRL) mask(hi, lo uint64) network {
 	if hi == 0 && lo>>32 == mapped>>32 {
-		bits := uint(r.cfg.ipv4PrefixLength) // 1 to 32
-		return network{lo: lo &^ (1<<(32-bits) - 1), v4: true, bits: uint8(bits)}
+		return network{lo: lo & r.nets.v4, v4: true, bits: r.nets.v4Bits}
 	}
-	bits := uint(r.cfg.ipv6PrefixLength) // 1 to 128; shifts by 64 give 0
-	return network{hi: hi &^ (1<<(64-min(bits, 64)) - 1), lo: lo &^ (1<<(128-max(bits, 64)) - 1), bits: uint8(bits)}
+	return network{hi: hi & r.nets.v6hi, lo: lo & r.nets.v6lo, bits: r.nets.v6Bits}
+}
+
+// netMasks are the masks of ipv4-prefix-length and ipv6-prefix-length,
+// made once for an RRL.
+type netMasks struct {
+	v4, v6hi, v6lo uint64 // of the 16-byte address (IPv4-mapped for IPv4)
+	v4Bits, v6Bits uint8
+}
+
+// netMasksOf returns the masks of the prefix lengths v4 (1 to 32) and v6
+// (1 to 128).
+func netMasksOf(v4, v6 int) netMasks {
+	b4, b6 := uint(v4), uint(v6) // shifts by 64 give 0
+	return netMasks{
+		v4:     ^uint64(0) &^ (1<<(32-b4) - 1),
+		v6hi:   ^uint64(0) &^ (1<<(64-min(b6, 64)) - 1),
+		v6lo:   ^uint64(0) &^ (1<<(128-max(b6, 64)) - 1),
+		v4Bits: uint8(v4), v6Bits: uint8(v6),
+	}
 }
 
 func (n network) prefix() netip.Prefix {

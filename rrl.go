@@ -10,6 +10,7 @@ import (
 type RRL struct {
 	cfg      Config
 	hash     hashKey
+	nets     netMasks
 	table    *bucketTable
 	stats    stripes
 	injected *injectedClock       // nil: the built-in coarse clock
@@ -45,6 +46,7 @@ func NewRRL(cfg *Config) *RRL {
 	}
 	r := &RRL{cfg: cfg.sanitized(), hash: newHashKey(), observer: cfg.observer}
 	r.table, r.stats = newBucketTable(r.cfg.maxTableSize), newStripes()
+	r.nets = netMasksOf(r.cfg.ipv4PrefixLength, r.cfg.ipv6PrefixLength)
 	if cfg.recordLimited {
 		r.record = new(limitedRecord)
 	}
