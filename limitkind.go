@@ -44,9 +44,10 @@ func (k LimitKind) String() string { return enumName(limitKeywords[:], int(k), "
 // requests-per-second, proven-requests-per-second and the request
 // prefixes. Such an account is charged when a request arrives and sinks
 // into no debt (a refused request is not charged).
-func (k LimitKind) Request() bool {
-	return k == LimitRequests || k == LimitProvenRequests || k == LimitIPv4RequestPrefixes || k == LimitIPv6RequestPrefixes
-}
+func (k LimitKind) Request() bool { return requestKinds>>k&1 != 0 }
+
+// requestKinds has bit k set for each kind k that limits requests.
+const requestKinds = 1<<LimitRequests | 1<<LimitProvenRequests | 1<<LimitIPv4RequestPrefixes | 1<<LimitIPv6RequestPrefixes
 
 // plainRate reports whether k's keyword takes one rate in the grammar and
 // range of responses-per-second (the request prefixes take a list, and
