@@ -1084,8 +1084,13 @@ func TestRequestLimitSurvivesSpray(t *testing.T) {
 				}
 				clock.Advance(time.Second / time.Duration(asks))
 			}
-			// The allowance for every second, and a second's burst.
-			if most := rps * (seconds + 1); served > most {
+			// The allowance for every second, and a second's burst: 419 to
+			// 423 in 150 runs, each with its own hash secrets (once in
+			// fifty runs the network's account is recycled, or shares a
+			// place's rank with the spray's, for a request or three), so
+			// the bound allows a second burst; with the account recycled
+			// by the spray, 800 of 800 were served.
+			if most := rps * (seconds + 2); served > most {
 				t.Errorf("asking %d times its allowance for %d s, %d of %d requests served; want at most %d", times, seconds, served, seconds*asks, most)
 			}
 			if s := r.GetStats(false); s.Evictions < int64(seconds*sprayPerSecond) {
