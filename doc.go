@@ -124,7 +124,7 @@
 // The keyed hash of an account picks two buckets, as in Knot DNS's table:
 // its first, where it goes while that has room and where it is sought
 // first, and its second, where it goes otherwise; its tag tells it apart
-// from the others there. A full table takes 12.8 bytes per account, 13.0
+// from the others there. A full table takes 12.8 bytes per account, 13.1
 // per account held as measured (TestTableHoldsMaxTableSize, all
 // included), against BIND's 40 to 80. The array is allocated in pages of
 // 64 buckets as accounts arrive, so an empty table costs 8 bytes for every
@@ -136,11 +136,16 @@
 // new account whose two buckets are full makes room by moving an account
 // of theirs to its other bucket (up to three moves in a chain, as a cuckoo
 // hash table does): so max-table-size distinct accounts are 99% held, where
-// one bucket each held 82%. Once the table is full, a new account takes the
-// place of the one of lowest rank of its two buckets (of its first alone
-// if no account of that bucket ever went to its second): any account in
-// credit goes before one in debt, the one with the most credit first, and
-// of accounts in debt the one least in debt goes first. So the account of
+// one bucket each held 82%. Once the table is full, a new account takes an
+// empty place of its two buckets while the table has one, else the place
+// of the one of lowest rank of its first bucket: any account in credit goes
+// before one in debt, the one with the most credit first, and of accounts
+// in debt the one least in debt goes first. Recycling in the first bucket
+// alone lets the accounts that went to their second buckets while the
+// table filled leave them as it turns over; each bucket counts those of
+// its accounts that are in their second, and a search reads the second
+// bucket only while that count is not 0, so that an account held in its
+// first bucket, or a new one, costs one cache line. So the account of
 // a network under a flood, deep in debt, keeps its place through a spray
 // of spoofed sources, even sources whose own accounts run into debt; among
 // accounts in credit the one least recently debited goes, as in BIND. A
@@ -153,7 +158,7 @@
 // recycles every account of the table between two requests of the network
 // still can (tables of 1,000 accounts under 30,000 new sources a second
 // hold it). Where BIND chooses among all its accounts by their order of
-// use, this table chooses among the ten of two buckets by their balances.
+// use, this table chooses among the five of a bucket by their balances.
 // No step scans the table and nothing is ever copied. A table of at most
 // 320 accounts (one page) is one set of places instead: the account of
 // lowest rank in the whole table is recycled, so a small table decides the

@@ -16,8 +16,9 @@ import (
 // ident (tag, kind) and its balance (see balance). A Debit of an account
 // held in its first bucket reads and writes that bucket alone: it finds
 // the account by its ident and debits it with one compare-and-swap of the
-// balance, without a lock. One held in its second bucket, or a new one,
-// costs a read of both.
+// balance, without a lock. One held in its second bucket costs a read of
+// both, as does a new one while its first bucket has accounts in their
+// second, or the table empty places.
 //
 // A new account takes an empty place in its first bucket, else in its
 // second. While the table has places never filled, a new account whose
@@ -26,16 +27,23 @@ import (
 // hash table does: so the table fills to about 99% before it recycles an
 // account, where with one bucket per account a bucket recycled while the
 // table had room, and max-table-size accounts left 82% held. In a full
-// table a new account takes the place of the account of lowest rank of
-// its two buckets (see rank), or of its first alone if that never spilled
-// an account to its second, so that the search reads one line: an account in credit goes before one in
-// debt, the one with the most credit first, and among accounts in debt
-// the one least in debt goes first. So the account of a network under a
-// flood, deep in debt, survives a spray of spoofed sources, even of
-// sources that drive their own accounts into debt, unless every account of
-// its two buckets is deeper in debt still. Where BIND recycles the least
-// recently used of all accounts, this table recycles among ten; it never
-// refuses a new account and never scans.
+// table a new account takes an empty place of its two buckets if the
+// table has one, else the place of the account of lowest rank of its
+// first bucket (see rank): an account in credit goes before one in debt,
+// the one with the most credit first, and among accounts in debt the one
+// least in debt goes first. So the account of a network under a flood,
+// deep in debt, survives a spray of spoofed sources, even of sources that
+// drive their own accounts into debt, unless every account of its bucket
+// is deeper in debt still. Since accounts are recycled in their first
+// bucket alone, those that went to their second bucket while the table
+// filled leave it as the table turns over: a bucket counts the accounts
+// whose first bucket it is that are in their second (see bucket.state),
+// and a search reads the second bucket only while that count is not 0,
+// or to find an empty place while the table has one. So a new account in
+// a full table, like a held one, costs one line once the table has turned
+// over. Where BIND recycles the least recently used of all accounts, this
+// table recycles among five; it never refuses a new account and never
+// scans.
 //
 // A table of at most one page (320 accounts) is one set: an account may
 // take any place in it, searched in order, and the account of lowest rank
