@@ -1297,3 +1297,53 @@ func TestFindOrAddSeesAccountMovedMeanwhile(t *testing.T) {
 		t.Errorf("%d accounts added, want the new one alone", n)
 	}
 }
+
+// TestSprayEmptiesSecondBuckets fills a table, then sprays new networks
+// through it: the accounts that went to their second bucket as the table
+// filled are recycled in turn, since new accounts recycle in their first
+// bucket, so that no bucket is left counting an account in its second and
+// a new account's search reads one line. The counts agree with the marks
+// of the places throughout.
+func TestSprayEmptiesSecondBuckets(t *testing.T) {
+	const size = 10_000
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "responses-per-second", "5", "max-table-size", fmt.Sprint(size))
+	tb := r.table
+	inSecond := func() (spilled, accounts int) {
+		var counted uint32
+		for k := range tb.buckets {
+			b := tb.bucket(k)
+			if b.hasSpilled() {
+				spilled++
+			}
+			counted += b.state.Load() & spillMask >> spillShift
+			for j := range tb.capacity(k) {
+				if b.inSecond(j) {
+					accounts++
+				}
+			}
+		}
+		if int(counted) != accounts {
+			t.Fatalf("buckets count %d accounts in their second, and %d places are marked", counted, accounts)
+		}
+		return spilled, accounts
+	}
+	a := answer("www.example.")
+	for i := range 2 * size {
+		r.DebitAddr(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), true, a)
+	}
+	spilled, accounts := inSecond()
+	t.Logf("filled: %d of %d buckets count %d accounts in their second; %d places never filled", spilled, tb.buckets, accounts, tb.free.Load())
+	if accounts < size/20 {
+		t.Fatalf("only %d accounts in their second bucket after the fill: the test needs more", accounts)
+	}
+	for i := range 10 * size {
+		r.DebitAddr(spraySource(i), true, a)
+		clock.Advance(10 * time.Microsecond) // 100,000 new networks a second
+	}
+	spilled, accounts = inSecond()
+	t.Logf("after a spray of %d networks: %d buckets count %d accounts in their second; %d places never filled", 10*size, spilled, accounts, tb.free.Load())
+	if spilled != 0 || tb.free.Load() != 0 {
+		t.Errorf("%d buckets still count accounts in their second, %d places never filled; want none", spilled, tb.free.Load())
+	}
+}
