@@ -124,12 +124,18 @@ func mum(a, b uint64) uint64 {
 // name's last 16 bytes, and the rest are hashed apart and then together,
 // so that the multiplications of a short key overlap in time.
 func (k *hashKey) account(n network, kind LimitKind, class, qtype uint16, name string) uint64 {
+	return k.accountOf(n, uint64(kind)<<56|uint64(class)<<32|uint64(qtype)<<16, name)
+}
+
+// accountOf is account with kind, class and type in one word, as account
+// puts them, so that its arguments fit in registers.
+func (k *hashKey) accountOf(n network, meta uint64, name string) uint64 {
 	name = strings.TrimSuffix(name, ".")
 	family := uint64(6)
 	if n.v4 {
 		family = 4
 	}
-	meta := uint64(kind)<<56 | family<<48 | uint64(class)<<32 | uint64(qtype)<<16 | uint64(n.bits)
+	meta |= family<<48 | uint64(n.bits)
 	net := mum(n.hi^k[0], n.lo^k[1])
 	head := mum(meta^k[2], uint64(len(name))^k[3])
 	for len(name) > 16 {
