@@ -13,7 +13,9 @@
 # about 30 s). The command has no profiling flag, and a benchmark of it
 # profiles the same functions as the binary runs, from flag parsing to the
 # report, with nothing of a server's network work to weigh (it reads
-# files). The samples of writing the capture, which the benchmark does
+# files). (The command's own functions are named by the package's path in
+# the test binary, not main as in the command, so only their calls into the
+# library packages, where the time goes, guide the build.) The samples of writing the capture, which the benchmark does
 # first, are left out. The capture is written under a temporary folder,
 # removed on exit.
 #
