@@ -190,8 +190,9 @@ func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTRea
 	} else {
 		now = r.injected.read()
 	}
-	act, rtr := r.chargeTuple(n, tupleOrError(tuple), now, IPNotConfigured, RTOk, false, r.stats.pick())
-	return act, IPNotConfigured, rtr
+	t, s := tupleOrError(tuple), r.stats.pick()
+	act, rtr := r.chargeTuple(n, t, now, s)
+	return countAlone(s, t, act, IPNotConfigured, rtr)
 }
 
 // debitChecked is DebitAddr for an RRL with any of exempt-clients, a
@@ -231,8 +232,14 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	if over != RTOk && !r.limits[t.AllowanceCategory].on() {
 		return countAlone(s, t, Drop, ipr, over)
 	}
-	act, rtr := r.chargeTuple(n, t, now, ipr, over, p.tooLarge(t.Size), s)
-	return act, ipr, rtr
+	act, rtr := r.chargeTuple(n, t, now, s)
+	switch {
+	case over != RTOk: // after the slip count advanced, as in BIND
+		act, rtr = Drop, over
+	case act == Send && p.tooLarge(t.Size):
+		act, rtr = Slip, RTTooLarge
+	}
+	return countAlone(s, t, act, ipr, rtr)
 }
 
 // admit applies to a request, in order, exempt-clients, the qps-scale
@@ -324,42 +331,29 @@ func (r *RRL) noteCharge(n *network, bits uint8, key uint64, kind LimitKind, d d
 	}
 }
 
-// chargeTuple debits the response tuple's account, decides the action, and
-// counts the outcome. over is RTAllLimit or RTAllBytesLimit when the
-// network has exceeded all-per-second or all-bytes-per-second, else RTOk;
-// tooLarge says that the response is longer than nocookie-udp-size.
-func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, ipr IPReason, over RTReason, tooLarge bool, s *stripe) (Action, RTReason) {
+// chargeTuple debits the response tuple's account and returns what its
+// allowance says to do with the response: Send (RTOk, or RTNotConfigured
+// when the allowance is 0), or in debt what the slip counter says
+// (RTRateLimit). The caller counts the outcome.
+func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, s *stripe) (Action, RTReason) {
 	kind := LimitKind(t.AllowanceCategory)
 	l := r.limit(kind)
 	if !l.on() {
-		act, rtr := Send, RTNotConfigured
-		if tooLarge {
-			act, rtr = Slip, RTTooLarge
-		}
-		act, _, rtr = countAlone(s, t, act, ipr, rtr)
-		return act, rtr
+		return Send, RTNotConfigured
 	}
 	class, qtype, name := tupleKey(t)
 	key := r.hash.account(n, kind, class, qtype, name)
 	d := r.debitAccount(key, kind, now, l, s)
-	act, rtr := Send, RTOk
-	if d.inDebt {
-		act, rtr = d.act, RTRateLimit
-	}
-	if over != RTOk { // after the slip count advanced, as in BIND
-		act, rtr = Drop, over
-	}
-	if act == Send && tooLarge {
-		act, rtr = Slip, RTTooLarge
-	}
-	countAlone(s, t, act, ipr, rtr)
 	if r.record != nil && (d.edge || d.inDebt) {
 		r.noteLimited(n, t, key, kind, d, now)
 	}
 	if d.edge && r.observer != nil {
 		r.reportEdge(n, t, key, kind, d.inDebt)
 	}
-	return act, rtr
+	if d.inDebt {
+		return d.act, RTRateLimit
+	}
+	return Send, RTOk
 }
 
 // debited is what debitAccount did: whether the account is in debt, what
