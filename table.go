@@ -389,7 +389,7 @@ func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, first balance, s
 			yieldProcessor() // let the accounts moving in settle
 			continue
 		}
-		if ref, g, ok := t.add(p, id, first, s); ok {
+		if ref, g, ok := t.add(i, p, id, first, s); ok {
 			return ref, g, true
 		}
 	}
@@ -401,35 +401,34 @@ var yieldProcessor = runtime.Gosched
 
 // place is a place in a set, its bucket's number k, and the ident it
 // held when victim chose it: 0 if empty, a moving-in ident if relocate
-// emptied it for the caller. from is the first bucket of the account
-// that is to take it if the place is in that account's second bucket,
-// else nil.
+// emptied it for the caller.
 type place struct {
-	b    *bucket
-	k    uint64
-	j    int
-	old  uint32
-	from *bucket
+	b   *bucket
+	k   uint64
+	j   int
+	old uint32
 }
 
 // add moves the account with ident id into place p of set i with the
 // balance first, in a generation of its own. It fails if another Debit
 // changed the place since victim chose it.
-func (t *bucketTable) add(p place, id uint32, first balance, s *stripe) (accountRef, gone, bool) {
+func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe) (accountRef, gone, bool) {
 	b, j := p.b, p.j
-	if p.from != nil {
-		p.from.addSpill() // before the account can be seen in its second bucket
+	var from *bucket // the account's first bucket, if p is in its second
+	if t.setBuckets == 1 && p.k != i {
+		from = t.bucket(i)
+		from.addSpill() // before the account can be seen in its second bucket
 	}
 	if !b.ident[j].CompareAndSwap(p.old, id&^1) {
-		if p.from != nil {
-			p.from.dropSpill(false)
+		if from != nil {
+			from.dropSpill(false)
 		}
 		return accountRef{}, gone{}, false
 	}
 	if p.old&1 == 1 && b.inSecond(j) { // the account recycled was in its second bucket
 		t.bucket(t.alt(p.k, p.old)).dropSpill(false)
 	}
-	b.setInSecond(j, p.from != nil)
+	b.setInSecond(j, from != nil)
 	// A Debit of the old account that read its ident before it changed may
 	// still change its balance: swap in the new one with a new
 	// generation, so that such a Debit fails rather than debit the new
@@ -476,66 +475,94 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 	// turns over and their first buckets' spill counts fall back to 0:
 	// then the second bucket is read only to find an empty place while
 	// the table has one.
-	k2 := t.alt(i, id)
 	first := t.bucket(i)
 	for {
-		var empty place
-		p, moving = place{}, false
+		// The first empty place, and the place of lowest rank, by number.
+		empty, low, lowID, earliest := -1, -1, uint32(0), int64(0)
+		moving = false
 		moves := first.moves() // before the idents: see put
-		earliest := int64(0)
 		for j := range t.capacity(i) {
 			switch v := first.ident[j].Load(); {
 			case v == id:
-				return place{first, i, j, id, nil}, false
+				return place{first, i, j, id}, false
 			case v == 0:
-				if empty.b == nil {
-					empty = place{first, i, j, 0, nil}
+				if empty < 0 {
+					empty = j
 				}
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
-				if r := t.rank(v, first.balance[j].Load(), now); p.b == nil || r < earliest {
-					p, earliest = place{first, i, j, v, nil}, r
+				if r := t.rank(v, first.balance[j].Load(), now); low < 0 || r < earliest {
+					low, lowID, earliest = j, v, r
 				}
 			}
 		}
-		if k2 == i || !first.hasSpilled() && (empty.b != nil || t.free.Load() <= 0) {
-			if first.moves() != moves {
-				continue // the account may have moved in from its second bucket
+		p = place{first, i, low, lowID}
+		if low < 0 {
+			p = place{}
+		}
+		e := place{}
+		if empty >= 0 {
+			e = place{first, i, empty, 0}
+		}
+		if first.hasSpilled() || empty < 0 && t.free.Load() > 0 {
+			if q, qMoving, ok := t.victimSecond(i, id, first, moves, p, e, moving); ok {
+				return q, qMoving
 			}
-			if empty.b != nil {
-				return empty, moving
-			}
-			return p, moving
-		}
-		if betweenBuckets != nil {
-			betweenBuckets()
-		}
-		second := t.bucket(k2)
-		moves2 := second.moves()
-		own, empty2, moving2 := lookIn(second, k2, t.capacity(k2), id)
-		if own.b != nil {
-			return own, false
-		}
-		if first.moves() != moves || second.moves() != moves2 {
-			// The account may have moved from the bucket read second to
-			// the one read first in between, read in neither (see
-			// put): look again rather than add a copy of it.
 			continue
 		}
-		moving = moving || moving2
-		switch {
-		case empty.b != nil:
-			return empty, moving
-		case empty2.b != nil:
-			return spillTo(first, i, empty2), moving
-		case !moving && t.free.Load() > t.keep:
-			if q, ok := t.relocate(i, k2); ok {
-				return spillTo(first, i, q), false
-			}
+		if first.moves() != moves {
+			continue // the account may have moved in from its second bucket
+		}
+		if empty >= 0 {
+			return e, moving
 		}
 		return p, moving
 	}
+}
+
+// victimSecond is victim's look at the second bucket of the account with
+// ident id, whose first bucket, number i, victim read with the move count
+// moves and found in it p, empty and moving. It returns false if victim
+// must look again.
+func (t *bucketTable) victimSecond(i uint64, id uint32, first *bucket, moves uint32, p, empty place, moving bool) (place, bool, bool) {
+	k2 := t.alt(i, id)
+	if k2 == i { // the account has one bucket
+		if first.moves() != moves {
+			return place{}, false, false
+		}
+		if empty.b != nil {
+			return empty, moving, true
+		}
+		return p, moving, true
+	}
+	if betweenBuckets != nil {
+		betweenBuckets()
+	}
+	second := t.bucket(k2)
+	moves2 := second.moves()
+	own, empty2, moving2 := lookIn(second, k2, t.capacity(k2), id)
+	if own.b != nil {
+		return own, false, true
+	}
+	if first.moves() != moves || second.moves() != moves2 {
+		// The account may have moved from the bucket read second to the
+		// one read first in between, read in neither (see put): look
+		// again rather than add a copy of it.
+		return place{}, false, false
+	}
+	moving = moving || moving2
+	switch {
+	case empty.b != nil:
+		return empty, moving, true
+	case empty2.b != nil:
+		return empty2, moving, true
+	case !moving && t.free.Load() > t.keep:
+		if q, ok := t.relocate(i, k2); ok {
+			return q, false, true
+		}
+	}
+	return p, moving, true
 }
 
 // lookIn looks in bucket b, number k, of n places, for the account with
@@ -545,10 +572,10 @@ func lookIn(b *bucket, k uint64, n int, id uint32) (own, empty place, moving boo
 	for j := range n {
 		switch b.ident[j].Load() {
 		case id:
-			return place{b, k, j, id, nil}, place{}, false
+			return place{b, k, j, id}, place{}, false
 		case 0:
 			if empty.b == nil {
-				empty = place{b, k, j, 0, nil}
+				empty = place{b, k, j, 0}
 			}
 		case id &^ 1:
 			moving = true
@@ -560,17 +587,6 @@ func lookIn(b *bucket, k uint64, n int, id uint32) (own, empty place, moving boo
 // betweenBuckets, if not nil, is called by victim between its reads of an
 // account's two buckets: tests set it to move the account meanwhile.
 var betweenBuckets func()
-
-// spillTo returns place p, chosen for an account whose first bucket is
-// first, number i, with from set to first if p lies in the account's
-// second bucket: add then counts the account in first's spill count
-// before it moves in, so that a search that misses it in first looks on.
-func spillTo(first *bucket, i uint64, p place) place {
-	if p.k != i {
-		p.from = first
-	}
-	return p
-}
 
 // rank orders the accounts of a full set for recycling: the one with the
 // lowest goes first. It is the account's tat, so that an account in
@@ -605,9 +621,9 @@ func (t *bucketTable) victimSmall(id uint32, now int64) (p place, moving bool) {
 		for j := range t.capacity(k) {
 			switch b.ident[j].Load() {
 			case id:
-				return place{b, k, j, id, nil}, false
+				return place{b, k, j, id}, false
 			case 0:
-				return place{b, k, j, 0, nil}, moving
+				return place{b, k, j, 0}, moving
 			case id &^ 1:
 				moving = true
 			}
@@ -619,12 +635,12 @@ func (t *bucketTable) victimSmall(id uint32, now int64) (p place, moving bool) {
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
 			case v == id: // added by another Debit since the first look
-				return place{b, k, j, id, nil}, false
+				return place{b, k, j, id}, false
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
 				if r := t.rank(v, b.balance[j].Load(), now); p.b == nil || r < earliest {
-					p, earliest = place{b, k, j, v, nil}, r
+					p, earliest = place{b, k, j, v}, r
 				}
 			}
 		}
@@ -689,7 +705,7 @@ func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
 				continue
 			}
 			t.put(to, y, v, b.inSecond(j), b)
-			return place{b, k, j, y &^ 1, nil}, true
+			return place{b, k, j, y &^ 1}, true
 		}
 		bc := t.bucket(c)
 		for e := range t.capacity(c) {
@@ -705,8 +721,8 @@ func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
 				break
 			}
 			t.free.Add(-1)
-			t.put(place{bc, c, e, 0, nil}, y, v, b.inSecond(j), b)
-			return place{b, k, j, y &^ 1, nil}, true
+			t.put(place{bc, c, e, 0}, y, v, b.inSecond(j), b)
+			return place{b, k, j, y &^ 1}, true
 		}
 	}
 	return place{}, false

@@ -1282,7 +1282,7 @@ func TestFindOrAddSeesAccountMovedMeanwhile(t *testing.T) {
 		if !ok || p.b != tb.bucket(k2) || p.j != 0 {
 			t.Fatalf("moveAside: place %d of bucket %p, %v; want place 0 of %p", p.j, p.b, ok, tb.bucket(k2))
 		}
-		tb.add(p, newID, fullCredit(0, 1, 0), st)
+		tb.add(k2, p, newID, fullCredit(0, 1, 0), st)
 	}
 	t.Cleanup(func() { betweenBuckets = nil })
 	ref, _, added := tb.findOrAdd(i, y, 0, firstDebit(0, limit{interval: 1, credit: 1, debt: 4}), st)
