@@ -527,31 +527,28 @@ func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bo
 // must look again.
 func (t *bucketTable) victimSecond(i uint64, id uint32, first *bucket, moves uint32, p, empty place, moving bool) (place, bool, bool) {
 	k2 := t.alt(i, id)
-	if k2 == i { // the account has one bucket
-		if first.moves() != moves {
-			return place{}, false, false
+	var empty2 place
+	if k2 != i { // else the account has one bucket, read already
+		if betweenBuckets != nil {
+			betweenBuckets()
 		}
-		if empty.b != nil {
-			return empty, moving, true
+		second := t.bucket(k2)
+		moves2 := second.moves()
+		own, e, m := lookIn(second, k2, t.capacity(k2), id)
+		if own.b != nil {
+			return own, false, true
 		}
-		return p, moving, true
+		if second.moves() != moves2 {
+			return place{}, false, false // see below
+		}
+		empty2, moving = e, moving || m
 	}
-	if betweenBuckets != nil {
-		betweenBuckets()
-	}
-	second := t.bucket(k2)
-	moves2 := second.moves()
-	own, empty2, moving2 := lookIn(second, k2, t.capacity(k2), id)
-	if own.b != nil {
-		return own, false, true
-	}
-	if first.moves() != moves || second.moves() != moves2 {
+	if first.moves() != moves {
 		// The account may have moved from the bucket read second to the
 		// one read first in between, read in neither (see put): look
 		// again rather than add a copy of it.
 		return place{}, false, false
 	}
-	moving = moving || moving2
 	switch {
 	case empty.b != nil:
 		return empty, moving, true
