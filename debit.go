@@ -374,7 +374,7 @@ func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *st
 	i, id := r.table.index(key), identOf(key, kind)
 	if ref, held := r.table.findFirst(i, id); held {
 		if old, ok := ref.load(); ok {
-			if v, d := r.settle(old, kind, now, l); ref.store(old, v) {
+			if v, d := settle(old, now, l); ref.store(old, v) {
 				return d
 			}
 		}
@@ -403,7 +403,7 @@ func (r *RRL) debitAgain(i uint64, id uint32, kind LimitKind, now int64, l limit
 			if !ok {
 				break // a new account took its place: look again
 			}
-			if v, d := r.settle(old, kind, now, l); ref.store(old, v) {
+			if v, d := settle(old, now, l); ref.store(old, v) {
 				return d
 			}
 		}
@@ -411,13 +411,13 @@ func (r *RRL) debitAgain(i uint64, id uint32, kind LimitKind, now int64, l limit
 }
 
 // settle returns the balance old charged by l at now, with the slip
-// counter advanced for a tuple account in debt and the episode flag set,
-// and what the charge did.
-func (r *RRL) settle(old balance, kind LimitKind, now int64, l limit) (balance, debited) {
+// counter advanced for an account in debt whose responses may slip and
+// the episode flag set, and what the charge did.
+func settle(old balance, now int64, l limit) (balance, debited) {
 	v, inDebt := old.charge(now, l)
 	act := Send
-	if inDebt && kind < LimitRequests {
-		act, v = v.slipOrDrop(kind, r.slipRatio())
+	if inDebt {
+		act, v = v.slipOrDrop(l.slip)
 	}
 	limited := old.limitedAfter(now, l, inDebt)
 	return v.withLimited(limited), debited{inDebt, act, old.limited() != limited}

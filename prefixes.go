@@ -309,7 +309,7 @@ func (r *RRL) refund(key uint64, kind LimitKind, l limit, now int64, s *stripe) 
 	for {
 		ref, held := r.table.find(i, id)
 		if !held {
-			r.debitAccount(key, kind, now, limit{-l.interval, l.credit + 2*l.interval, 0}, s)
+			r.debitAccount(key, kind, now, limit{-l.interval, l.credit + 2*l.interval, 0, 0}, s)
 			return
 		}
 		old, ok := ref.load()

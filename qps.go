@@ -52,13 +52,13 @@ func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, wind
 // slip-ratio when it is above 2, never below 2, as BIND does.
 func (q *qpsScaler) setFactor(f float64) {
 	s := &scaledLimits{limits: q.base, slipRatio: q.baseSlip, factor: f, prot: scaleProtection(q.prot, f)}
-	for k, l := range q.base {
-		if !LimitKind(k).Request() && l.on() {
-			s.limits[k] = limitOf(scale(l.interval, f), q.window)
-		}
-	}
 	if s.slipRatio > 2 {
 		s.slipRatio = max(2, int(float64(s.slipRatio)*f))
+	}
+	for k, l := range q.base {
+		if !LimitKind(k).Request() && l.on() {
+			s.limits[k] = limitOf(scale(l.interval, f), q.window).withSlip(LimitKind(k), s.slipRatio)
+		}
 	}
 	q.scaled.Store(s)
 }

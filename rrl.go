@@ -63,7 +63,7 @@ func NewRRL(cfg *Config) *RRL {
 		if k.Request() {
 			r.limits[k] = requestLimitOf(interval)
 		} else {
-			r.limits[k] = limitOf(interval, r.cfg.window)
+			r.limits[k] = limitOf(interval, r.cfg.window).withSlip(k, r.cfg.slipRatio)
 		}
 	}
 	if r.cfg.qpsScale > 0 {
@@ -110,18 +110,34 @@ func (r *RRL) GetStats(zeroAfter bool) Stats {
 // the penalty box that keeps a reflection's victim quiet for as long as a
 // flood lasts; the request limits are about the server's load, and a
 // client that asks too fast should get its share, not be locked out.
-type limit struct{ interval, credit, debt int64 }
+//
+// slip is slip-ratio for the allowances whose limited responses may slip
+// (answers, referrals, NODATA and NXDOMAIN), scaled by qps-scale, and 0
+// for the others (errors, which never slip, and the per-network limits):
+// an account of such a limit in debt is dropped.
+type limit struct {
+	interval, credit, debt int64
+	slip                   int
+}
 
 // limitOf is the limit of a response allowance of one response per
 // interval, in an RRL whose window is window.
 func limitOf(interval, window int64) limit {
-	return limit{interval, max(int64(time.Second), interval), max(window, interval)}
+	return limit{interval, max(int64(time.Second), interval), max(window, interval), 0}
+}
+
+// withSlip returns l with the slip ratio ratio if k's responses may slip.
+func (l limit) withSlip(k LimitKind, ratio int) limit {
+	if k < LimitErrors {
+		l.slip = ratio
+	}
+	return l
 }
 
 // requestLimitOf is the limit of a request allowance of one request per
 // interval: it sinks into no debt.
 func requestLimitOf(interval int64) limit {
-	return limit{interval, max(int64(time.Second), interval), 0}
+	return limit{interval, max(int64(time.Second), interval), 0, 0}
 }
 
 func (l limit) on() bool { return l.interval > 0 }
@@ -145,14 +161,6 @@ func (r *RRL) limit(k LimitKind) limit {
 		return r.qps.scaled.Load().limits[k]
 	}
 	return r.limits[k]
-}
-
-// slipRatio is slip-ratio, scaled by qps-scale when that is set.
-func (r *RRL) slipRatio() int {
-	if r.qps != nil {
-		return r.qps.scaled.Load().slipRatio
-	}
-	return r.cfg.slipRatio
 }
 
 // EndQuietEpisodes ends the limiting episodes of accounts that have been

@@ -937,9 +937,10 @@ func (v balance) limitedAfter(now int64, l limit, inDebt bool) bool {
 }
 
 // slipOrDrop applies BIND's slip counter to a limited response: the first
-// limited response slips, then every ratio-th. Errors never slip.
-func (v balance) slipOrDrop(kind LimitKind, ratio int) (Action, balance) {
-	if kind == LimitErrors || ratio == 0 {
+// limited response slips, then every ratio-th; with ratio 0 (errors, and
+// the per-network limits) none does.
+func (v balance) slipOrDrop(ratio int) (Action, balance) {
+	if ratio == 0 {
 		return Drop, v
 	}
 	act, n := Drop, v.slip()

@@ -309,7 +309,7 @@ func TestBalanceCharge(t *testing.T) {
 	var acts []Action
 	for range 5 {
 		var a Action
-		a, v = v.slipOrDrop(LimitResponses, 2)
+		a, v = v.slipOrDrop(2)
 		acts = append(acts, a)
 	}
 	if acts[0] != Slip || acts[1] != Drop || acts[2] != Slip || acts[3] != Drop {
@@ -943,7 +943,8 @@ func TestFirstDebitIsAChargeOfFullCredit(t *testing.T) {
 	for _, interval := range []int64{1, int64(time.Millisecond), int64(time.Second) / 3, int64(time.Second), 7 * int64(time.Second), 100 * int64(time.Second)} {
 		for _, l := range []limit{limitOf(interval, r.cfg.window), requestLimitOf(interval)} {
 			for _, kind := range []LimitKind{LimitResponses, LimitErrors, LimitRequests, LimitAll} {
-				v, d := r.settle(fullCredit(now, l.credit, 0), kind, now, l)
+				l := l.withSlip(kind, 2)
+				v, d := settle(fullCredit(now, l.credit, 0), now, l)
 				if v != firstDebit(now, l) || d != (debited{act: Send}) {
 					t.Errorf("interval %d, debt %d, %v: settle gives %#x %+v, firstDebit %#x", interval, l.debt, kind, v, d, firstDebit(now, l))
 				}
