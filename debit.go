@@ -192,7 +192,8 @@ func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTRea
 	}
 	t, s := tupleOrError(tuple), r.stats.pick()
 	act, rtr := r.chargeTuple(n, t, now, s)
-	return countAlone(s, t, act, IPNotConfigured, rtr)
+	s.count(t.AllowanceCategory, act, IPNotConfigured, rtr)
+	return act, IPNotConfigured, rtr
 }
 
 // debitChecked is DebitAddr for an RRL with any of exempt-clients, a

@@ -33,10 +33,14 @@ type network struct {
 // addresses count as IPv4 and zones are ignored. The zero Addr (from a nil or
 // unparsable source) becomes 0.0.0.0, whose network all such sources share.
 func (r *RRL) networkOf(a netip.Addr) network {
-	if !a.IsValid() {
+	switch {
+	case a.Is4():
+		b := a.As4()
+		return r.mask(0, mapped|uint64(binary.BigEndian.Uint32(b[:])))
+	case !a.IsValid():
 		return r.mask(0, mapped)
 	}
-	b := a.As16() // IPv4 as IPv4-mapped, without the zone: mask tells the families apart
+	b := a.As16() // IPv4-mapped as IPv4, without the zone: mask tells the families apart
 	return r.mask(binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
 }
 
