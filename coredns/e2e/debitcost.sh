@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Counts the machine instructions of the core's debit inside the CoreDNS
+# binary itself, as it ships (built with its default.pgo) and, for
+# comparison, without the profile: each binary serves the example zone
+# under valgrind's callgrind while soakload floods one name from one
+# loopback source, so that nearly every debit is of one account, held and
+# limited (the hot debit of BenchmarkDebitAddrHot). Callgrind counts the
+# instructions of (*rrl.RRL).debitAddr, where the plugin's
+# DebitResponseAddr enters the core, with everything it calls, and the
+# calls; their quotient is one debit. (A debit of a new account, one in a
+# thousand here, costs more; the figure is the average.)
+#
+#   bash coredns/e2e/debitcost.sh            # about a minute
+#
+# Needs valgrind (apt-get install valgrind) and dig. Listens and sends on
+# loopback only; the servers are stopped on exit.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+module=$(cd "$here/.." && pwd) # the coredns module
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+fail() {
+	echo "debitcost.sh: FAIL: $*" >&2
+	exit 1
+}
+command -v valgrind >/dev/null || fail "valgrind is not installed"
+command -v dig >/dev/null || fail "dig is not installed"
+
+port=$((20000 + RANDOM % 40000))
+cat >"$tmp/Corefile" <<EOF
+example.test:$port {
+    bind 127.0.0.1
+    rrl {
+        responses-per-second 5
+    }
+    file $module/example/db.example.test
+}
+EOF
+
+(cd "$module" && go build -o "$tmp/coredns-pgo" ./cmd/coredns &&
+	go build -pgo=off -o "$tmp/coredns-off" ./cmd/coredns &&
+	go build -o "$tmp/soakload" ./e2e/soakload) || fail "build"
+
+# count BINARY prints the instructions per debit of BINARY under a flood.
+# Valgrind cuts a Go program short now and then (the runtime crashes under
+# it); callgrind still writes what it counted, so a run that counted
+# debits stands, and one that counted none is made again, up to 3 times.
+count() {
+	local out
+	for _ in 1 2 3; do
+		out=$(count_once "$1")
+		if [[ $out != none ]]; then
+			echo "$out"
+			return
+		fi
+	done
+	fail "$1: no debits counted in 3 runs"
+}
+
+count_once() {
+	GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$tmp/cg" \
+		"$1" -conf "$tmp/Corefile" >"$tmp/log" 2>&1 &
+	pid=$!
+	for _ in $(seq 120); do
+		if dig +short +tries=1 +time=1 @127.0.0.1 -p "$port" www.example.test A >/dev/null 2>&1; then
+			break
+		fi
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.5
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		"$tmp/soakload" -server "127.0.0.1:$port" -name www.example.test. -flood-src 127.0.60.1 \
+			-flood-qps 2000 -spray-qps 1 -spray-nets 1 -for 10s >/dev/null || true
+		kill -TERM "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+	pid=
+	# The inclusive cost of debitAddr: its own instructions and those of
+	# every call it makes, over its calls (those of its first callee,
+	# called on every debit).
+	callgrind_annotate --tree=calling "$tmp/cg" 2>/dev/null | awk '
+		/\* .*github.com\/dnsrrl\/rrl\.\(\*RRL\)\.debitAddr \[/ { gsub(",", "", $1); total += $1; inside = 1; next }
+		inside && />   / { v = $1; gsub(",", "", v); total += v; if (calls == 0 && match($0, /\(([0-9,]+)x\)/)) { c = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", c); calls = c }; next }
+		inside { inside = 0 }
+		END { if (calls > 100) printf "%d instructions per debit, over %d debits\n", total / calls, calls; else print "none" }'
+}
+
+echo "with default.pgo: $(count "$tmp/coredns-pgo")"
+echo "with -pgo=off:    $(count "$tmp/coredns-off")"
