@@ -20,14 +20,15 @@
 # In that profile the core's debit has under 1% of the samples (the
 # network's system calls, the runtime, the file plugin and the metrics
 # take the rest), too few for the compiler to count all of its calls as
-# hot: alone it took the core's BenchmarkDebitHot from 548 instructions to
-# 536, BenchmarkDebitAddrHot from 572 to 559. So the profile of the
-# plugin's BenchmarkRRL (coredns/bench_test.go: ServeDNS through rrl and
-# the core's debit for each query, without the network; 10 s) is merged
-# in: it weighs the per-response path more than a server does, and the
-# server's own hot paths stay in the profile. Merged, they took the two to
-# 520 and 529. The merge is written here as default.pgo. Everything listens and sends on loopback
-# only; the server and the load are stopped on exit.
+# hot (when this was written, it took the core's BenchmarkDebitHot from
+# 548 instructions to 536 alone). So the profile of the plugin's
+# BenchmarkRRL (coredns/bench_test.go: ServeDNS through rrl and the core's
+# debit for each query, without the network; 10 s) is merged in: it
+# weighs the per-response path more than a server does, and the server's
+# own hot paths stay in the profile (the merge took the same benchmark to
+# 520). The merge is written here as default.pgo; the figures it gives now
+# are in coredns/README.md. Everything listens and sends on loopback only;
+# the server and the load are stopped on exit.
 #
 # Renew the profile after a change to the hot path (the core's debit, the
 # plugin's ServeDNS) and before a release, then commit default.pgo:
