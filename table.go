@@ -79,10 +79,10 @@ type bucket struct {
 	state atomic.Uint32
 }
 
-// The bits of a bucket's state word.
+// The bits of a bucket's state word: bit j (0 to 4) is set while place j
+// holds an account in its second bucket (see inSecond); then come the
+// spill count and the move count.
 const (
-	// Bit j is set while place j holds an account in its second bucket.
-	inSecondMask = 1<<slotsPerBucket - 1
 	// The spill count: the accounts whose first bucket this is held in
 	// their second, or on their way there. It saturates at its largest
 	// value, which then stays: far more than the table's accounts ever
