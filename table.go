@@ -85,9 +85,9 @@ type bucket struct {
 const (
 	// The spill count: the accounts whose first bucket this is held in
 	// their second, or on their way there. It saturates at its largest
-	// value, which then stays: far more than the table's accounts ever
-	// put in one bucket's second buckets, which the hash spreads (5 on
-	// average, 10 in a table filled to the last place).
+	// value, which then stays: 2,047, where a bucket is the first of five
+	// accounts on average, and the keyed hash leaves nobody to aim more
+	// at one.
 	spillShift = slotsPerBucket
 	spillOne   = 1 << spillShift
 	spillMax   = 1<<11 - 1
