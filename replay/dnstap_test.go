@@ -160,21 +160,7 @@ func TestDnstapWithoutTime(t *testing.T) {
 // no answer) until one of those read closes; then it is read, and the
 // report counts its messages, and a frame over MaxRecord as skipped.
 func TestListenMaxConns(t *testing.T) {
-	l, err := replay.ListenOn("unix:" + filepath.Join(t.TempDir(), "tap.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := replay.New(replay.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- r.ListenWith(ctx, l, replay.ListenOptions{MaxConns: 1, IdleTimeout: time.Hour}) }()
-	dial := func() net.Conn {
-		c, err := net.Dial("unix", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	dial, stop := listenTap(t, replay.ListenOptions{MaxConns: 1, IdleTimeout: time.Hour})
 	first := dial()
 	if _, err := capgen.NewTapWriter(first, true); err != nil {
 		t.Fatal(err)
@@ -205,12 +191,7 @@ func TestListenMaxConns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	rep := r.Reports()[0]
-	if rep.Queries != 50 || rep.Responses != 50 || rep.Skipped[replay.SkipOversize] != 1 {
+	if rep := stop(); rep.Queries != 50 || rep.Responses != 50 || rep.Skipped[replay.SkipOversize] != 1 {
 		t.Errorf("%d queries, %d responses, skipped %v; want 50 of each and one oversize frame", rep.Queries, rep.Responses, rep.Skipped)
 	}
 }
@@ -221,23 +202,7 @@ func TestListenMaxConns(t *testing.T) {
 // that it ends by its own deadline, and the test fails, only if the
 // server never closes the connection.
 func TestListenIdleTimeout(t *testing.T) {
-	l, err := replay.ListenOn("unix:" + filepath.Join(t.TempDir(), "tap.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, _ := replay.New(replay.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() {
-		done <- r.ListenWith(ctx, l, replay.ListenOptions{MaxConns: 1, IdleTimeout: 100 * time.Millisecond})
-	}()
-	dial := func() net.Conn {
-		c, err := net.Dial("unix", l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	dial, stop := listenTap(t, replay.ListenOptions{MaxConns: 1, IdleTimeout: 100 * time.Millisecond})
 	silent := dial()
 	defer silent.Close()
 	if _, err := capgen.NewTapWriter(silent, true); err != nil { // the handshake, then nothing
@@ -252,11 +217,37 @@ func TestListenIdleTimeout(t *testing.T) {
 	defer c.Close()
 	tapExchanges(t, c, true, false, traffic(t, 1, 50, 0, 0)) // blocks in its handshake while the silent one holds the only place
 
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if rep := r.Reports()[0]; rep.Queries != 50 || rep.Responses != 50 {
+	if rep := stop(); rep.Queries != 50 || rep.Responses != 50 {
 		t.Errorf("%d queries, %d responses after the silent connection closed; want 50 of each", rep.Queries, rep.Responses)
 	}
+}
+
+// listenTap starts a replay listening with opts on a Unix socket in a
+// temporary folder, and returns a dial of that socket and a stop, which
+// ends the listening and returns the report.
+func listenTap(t *testing.T, opts replay.ListenOptions) (dial func() net.Conn, stop func() *replay.Report) {
+	t.Helper()
+	l, err := replay.ListenOn("unix:" + filepath.Join(t.TempDir(), "tap.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := replay.New(replay.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.ListenWith(ctx, l, opts) }()
+	dial = func() net.Conn {
+		c, err := net.Dial("unix", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	stop = func() *replay.Report {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return r.Reports()[0]
+	}
+	return dial, stop
 }
