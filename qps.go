@@ -21,26 +21,25 @@ type qpsScaler struct {
 	target float64
 	second atomic.Int64
 
-	// The allowances and slip-ratio as configured, and as scaled by the
-	// current factor: worked out once a second, not on every Debit.
-	base     [LimitKindLast]limit
-	baseSlip int
-	prot     protection // as configured (see RRL.initProtection)
-	window   int64
-	scaled   atomic.Pointer[scaledLimits]
+	// The allowances as configured (with slip-ratio, see limit), and as
+	// scaled by the current factor: worked out once a second, not on
+	// every Debit.
+	base   [LimitKindLast]limit
+	prot   protection // as configured (see RRL.initProtection)
+	window int64
+	scaled atomic.Pointer[scaledLimits]
 }
 
-// scaledLimits are an RRL's allowances and slip-ratio for one second of
-// qps-scale, and the factor (at most 1) they were scaled by.
+// scaledLimits are an RRL's allowances for one second of qps-scale, and
+// the factor (at most 1) they were scaled by.
 type scaledLimits struct {
-	limits    [LimitKindLast]limit
-	slipRatio int
-	factor    float64
-	prot      protection
+	limits [LimitKindLast]limit
+	factor float64
+	prot   protection
 }
 
-func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, window int64) *qpsScaler {
-	q := &qpsScaler{target: target, base: base, baseSlip: slipRatio, window: window}
+func newQPSScaler(target float64, base [LimitKindLast]limit, window int64) *qpsScaler {
+	q := &qpsScaler{target: target, base: base, window: window}
 	q.second.Store(math.MinInt64)
 	q.setFactor(1)
 	return q
@@ -51,16 +50,23 @@ func newQPSScaler(target float64, base [LimitKindLast]limit, slipRatio int, wind
 // request prefixes (not the network's request limits), and
 // slip-ratio when it is above 2, never below 2, as BIND does.
 func (q *qpsScaler) setFactor(f float64) {
-	s := &scaledLimits{limits: q.base, slipRatio: q.baseSlip, factor: f, prot: scaleProtection(q.prot, f)}
-	if s.slipRatio > 2 {
-		s.slipRatio = max(2, int(float64(s.slipRatio)*f))
-	}
+	s := &scaledLimits{limits: q.base, factor: f, prot: scaleProtection(q.prot, f)}
 	for k, l := range q.base {
 		if !LimitKind(k).Request() && l.on() {
-			s.limits[k] = limitOf(scale(l.interval, f), q.window).withSlip(LimitKind(k), s.slipRatio)
+			s.limits[k] = limitOf(scale(l.interval, f), q.window)
+			s.limits[k].slip = scaleSlip(l.slip, f)
 		}
 	}
 	q.scaled.Store(s)
+}
+
+// scaleSlip scales a slip ratio by f when it is above 2, never below 2,
+// as BIND does; 0 (no slip) stays 0.
+func scaleSlip(ratio int, f float64) int {
+	if ratio > 2 {
+		return max(2, int(float64(ratio)*f))
+	}
+	return ratio
 }
 
 // observe counts one request and, on the first request of a new second,

@@ -67,7 +67,7 @@ func NewRRL(cfg *Config) *RRL {
 		}
 	}
 	if r.cfg.qpsScale > 0 {
-		r.qps = newQPSScaler(r.cfg.qpsScale, r.limits, r.cfg.slipRatio, r.cfg.window)
+		r.qps = newQPSScaler(r.cfg.qpsScale, r.limits, r.cfg.window)
 	}
 	r.provenApart = r.cfg.IsSet(LimitProvenRequests.String())
 	r.checked = r.initProtection() || len(r.cfg.exempt) > 0 || r.limits[LimitRequests].on() || r.limits[LimitProvenRequests].on() ||

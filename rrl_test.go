@@ -523,9 +523,13 @@ func TestQPSScaleRules(t *testing.T) {
 		f    float64
 		want int
 	}{{1, 0.1, 1}, {2, 0.1, 2}, {3, 0.1, 2}, {10, 0.5, 5}, {10, 1, 10}} {
-		q := newQPSScaler(10, [LimitKindLast]limit{}, c.slip, 15*sec)
-		if q.setFactor(c.f); q.scaled.Load().slipRatio != c.want {
-			t.Errorf("slip-ratio %d by %v: %d, want %d", c.slip, c.f, q.scaled.Load().slipRatio, c.want)
+		var base [LimitKindLast]limit
+		base[LimitResponses] = limitOf(sec/10, 15*sec).withSlip(LimitResponses, c.slip)
+		base[LimitErrors] = limitOf(sec/10, 15*sec).withSlip(LimitErrors, c.slip)
+		q := newQPSScaler(10, base, 15*sec)
+		q.setFactor(c.f)
+		if got := q.scaled.Load().limits; got[LimitResponses].slip != c.want || got[LimitErrors].slip != 0 {
+			t.Errorf("slip-ratio %d by %v: answers slip every %d, errors %d; want %d and 0 (never)", c.slip, c.f, got[LimitResponses].slip, got[LimitErrors].slip, c.want)
 		}
 	}
 	clock := newTestClock()
