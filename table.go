@@ -90,7 +90,7 @@ const (
 	// at one.
 	spillShift = slotsPerBucket
 	spillOne   = 1 << spillShift
-	spillMax   = 1<<11 - 1
+	spillMax   = 1<<(moveShift-spillShift) - 1 // the bits up to the move count
 	spillMask  = spillMax << spillShift
 	// The move count, modulo 2^16: the accounts moved into this bucket.
 	moveShift = 16

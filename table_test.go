@@ -1348,3 +1348,35 @@ func TestSprayEmptiesSecondBuckets(t *testing.T) {
 		t.Errorf("%d buckets still count accounts in their second, %d places never filled; want none", spilled, tb.free.Load())
 	}
 }
+
+// TestSpillCount checks the spill count's arithmetic alone: it counts up
+// and down without touching the places' marks or the move count; a move
+// into the bucket lowers it and counts the move in one step; it never
+// goes below 0; and once saturated it stays, as an account may then be in
+// its second bucket uncounted.
+func TestSpillCount(t *testing.T) {
+	var b bucket
+	b.setInSecond(3, true)
+	b.addSpill()
+	b.addSpill()
+	b.dropSpill(true)
+	if !b.hasSpilled() || b.moves() != 1 || !b.inSecond(3) || b.inSecond(0) {
+		t.Fatalf("state %#x: want one account counted, one move, place 3 marked", b.state.Load())
+	}
+	b.dropSpill(false)
+	b.dropSpill(false) // one more than counted: stays at 0
+	if b.hasSpilled() || b.moves() != 1 || !b.inSecond(3) {
+		t.Fatalf("state %#x: want none counted, one move, place 3 marked", b.state.Load())
+	}
+	for range spillMax + 5 {
+		b.addSpill()
+	}
+	b.dropSpill(false)
+	if got := b.state.Load() & spillMask >> spillShift; got != spillMax || b.moves() != 1 {
+		t.Fatalf("spill count %d, moves %d after saturating and one drop; want %d and 1", got, b.moves(), spillMax)
+	}
+	b.setInSecond(3, false)
+	if b.inSecond(3) || b.state.Load()&spillMask>>spillShift != spillMax {
+		t.Fatalf("state %#x: the mark's change touched the count", b.state.Load())
+	}
+}
