@@ -86,13 +86,14 @@ count_once() {
 	fi
 	wait "$pid" 2>/dev/null || true
 	pid=
-	# The inclusive cost of debitAddr: its own instructions and those of
-	# every call it makes, over its calls (those of its first callee,
-	# called on every debit).
-	callgrind_annotate --tree=calling "$tmp/cg" 2>/dev/null | awk '
-		/\* .*github.com\/dnsrrl\/rrl\.\(\*RRL\)\.debitAddr \[/ { gsub(",", "", $1); total += $1; inside = 1; next }
-		inside && />   / { v = $1; gsub(",", "", v); total += v; if (calls == 0 && match($0, /\(([0-9,]+)x\)/)) { c = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", c); calls = c }; next }
-		inside { inside = 0 }
+	# The inclusive cost of debitAddr (its own instructions, then those of
+	# every call it makes), over the calls made to it (its callers' lines,
+	# which come just before its own).
+	callgrind_annotate --tree=both "$tmp/cg" 2>/dev/null | awk '
+		/^ *[0-9,]+ \([ 0-9.%]+\)  < / { n = 0; if (match($0, /\(([0-9,]+)x\)/)) { n = substr($0, RSTART + 1, RLENGTH - 3); gsub(",", "", n) }; pending += n; next }
+		/\* .*github.com\/dnsrrl\/rrl\.\(\*RRL\)\.debitAddr \[/ { v = $1; gsub(",", "", v); total += v; calls += pending; inside = 1; next }
+		inside && />   / { v = $1; gsub(",", "", v); total += v; next }
+		{ inside = 0; pending = 0 }
 		END { if (calls > 100) printf "%d instructions per debit, over %d debits\n", total / calls, calls; else print "none" }'
 }
 
