@@ -16,41 +16,26 @@
 # loopback only; the servers are stopped on exit.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-module=$(cd "$here/.." && pwd) # the coredns module
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+script=debitcost.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # repo, tmp, pid, builds, fail, free_ports
 trap 'exit 130' INT TERM
-
-fail() {
-	echo "debitcost.sh: FAIL: $*" >&2
-	exit 1
-}
 command -v valgrind >/dev/null || fail "valgrind is not installed"
 command -v dig >/dev/null || fail "dig is not installed"
 
-port=$((20000 + RANDOM % 40000))
+port=$(free_ports 1)
 cat >"$tmp/Corefile" <<EOF
 example.test:$port {
     bind 127.0.0.1
     rrl {
         responses-per-second 5
     }
-    file $module/example/db.example.test
+    file $repo/coredns/example/db.example.test
 }
 EOF
 
-(cd "$module" && go build -o "$tmp/coredns-pgo" ./cmd/coredns &&
-	go build -pgo=off -o "$tmp/coredns-off" ./cmd/coredns &&
-	go build -o "$tmp/soakload" ./e2e/soakload) || fail "build"
+build_in_module "$tmp/coredns-pgo" ./cmd/coredns || fail "build"
+build_in_module "$tmp/coredns-off" ./cmd/coredns -pgo=off || fail "build"
+build_in_module "$tmp/soakload" ./e2e/soakload || fail "build"
 
 # count BINARY prints the instructions per debit of BINARY under a flood.
 # Valgrind cuts a Go program short now and then (the runtime crashes under

@@ -33,26 +33,11 @@ fail() {
 	exit 1
 }
 
-# free_port prints a port that no TCP listener on 127.0.0.1 has.
-free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-	fail "no free port"
-}
-
 echo "soak: building CoreDNS with rrl and the load generator into $tmp"
 build_coredns
-(cd "$repo/coredns" && { go build -o "$tmp/soakload" ./e2e/soakload ||
-	GOWORK=off go build -o "$tmp/soakload" ./e2e/soakload; })
+build_in_module "$tmp/soakload" ./e2e/soakload
 
-dns_port=$(free_port)
-metrics_port=$(free_port)
+read -r dns_port metrics_port <<<"$(free_ports 2)"
 cat >"$tmp/Corefile" <<CF
 soak.test.:$dns_port {
     bind 127.0.0.1
@@ -70,12 +55,7 @@ CF
 "$tmp/coredns" -conf "$tmp/Corefile" >"$tmp/coredns.log" 2>&1 &
 pid=$!
 metrics=http://127.0.0.1:$metrics_port/metrics
-for _ in $(seq 50); do
-	curl -sf "$metrics" >/dev/null && break
-	kill -0 "$pid" 2>/dev/null || fail "CoreDNS exited"
-	sleep 0.2
-done
-curl -sf "$metrics" >/dev/null || fail "no metrics at $metrics"
+wait_for "metrics at $metrics" curl -sf "$metrics"
 
 # Reload every 10 seconds, the Corefile unchanged: the accounts must stay.
 (while sleep 10; do kill -USR1 "$pid" 2>/dev/null || exit 0; done) &

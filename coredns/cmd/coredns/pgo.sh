@@ -44,61 +44,18 @@ flood_qps=${FLOOD_QPS:-10000} # of each block
 spray_qps=${SPRAY_QPS:-1000}
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-module=$(cd "$here/../.." && pwd) # the coredns module
-example=$module/example
-tmp=$(mktemp -d)
-pid=
-loads=
-cleanup() {
-	local p
-	for p in $loads $pid; do
-		if kill -0 "$p" 2>/dev/null; then
-			kill "$p" 2>/dev/null || true
-			wait "$p" 2>/dev/null || true
-		fi
-	done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+script=pgo.sh
+source "$here/../../e2e/lib.sh" # repo, tmp, pid, others (the loads), build, fail, free_ports, wait_for
 trap 'exit 130' INT TERM
-
-fail() {
-	echo "pgo.sh: FAIL: $*" >&2
-	[[ ! -f $tmp/coredns.log ]] || tail -20 "$tmp/coredns.log" >&2
-	exit 1
-}
-
-# free_port prints a port that no TCP listener on 127.0.0.1 has, and that
-# this script has not handed out already.
-taken=" "
-free_port() {
-	local p
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
-		[[ $taken != *" $p "* ]] || continue
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			taken+="$p "
-			echo "$p"
-			return
-		fi
-	done
-	fail "no free port"
-}
+example=$repo/coredns/example
 
 echo "pgo.sh: building CoreDNS (-pgo=off) and the load generator into $tmp"
-# With the workspace (go.work) if it builds, else this module alone.
-(cd "$module" && { go build -pgo=off -o "$tmp/coredns" ./cmd/coredns ||
-	GOWORK=off go build -pgo=off -o "$tmp/coredns" ./cmd/coredns; }) || fail "build of CoreDNS"
-(cd "$module" && { go build -o "$tmp/soakload" ./e2e/soakload ||
-	GOWORK=off go build -o "$tmp/soakload" ./e2e/soakload; }) || fail "build of soakload"
+build_coredns -pgo=off || fail "build of CoreDNS"
+build_in_module "$tmp/soakload" ./e2e/soakload || fail "build of soakload"
 
 # The example's Corefile on free ports, with the zone's folder as an
 # absolute path and the pprof plugin added after bind, then the plain block.
-dns_port=$(free_port)
-plain_port=$(free_port)
-metrics_port=$(free_port)
-ready_port=$(free_port)
-pprof_port=$(free_port)
+read -r dns_port plain_port metrics_port ready_port pprof_port <<<"$(free_ports 5)"
 sed -e "s|^example\.test\.:1053 {|example.test.:$dns_port {|" \
 	-e "s|^\( *\)root coredns/example\$|\1root $example|" \
 	-e "s|prometheus 127\.0\.0\.1:9153|prometheus 127.0.0.1:$metrics_port|" \
@@ -124,29 +81,24 @@ CF
 
 "$tmp/coredns" -conf "$tmp/Corefile" >"$tmp/coredns.log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do
-	curl -sf "http://127.0.0.1:$ready_port/ready" >/dev/null && break
-	kill -0 "$pid" 2>/dev/null || fail "CoreDNS exited"
-	sleep 0.2
-done
-curl -sf "http://127.0.0.1:$ready_port/ready" >/dev/null || fail "CoreDNS not ready"
+wait_for "readiness" curl -sf "http://127.0.0.1:$ready_port/ready"
 
 # The load runs a few seconds longer than the profile on both sides.
 echo "pgo.sh: load on 127.0.0.1:$dns_port (the example) and :$plain_port (responses-per-second alone), each a flood of $flood_qps/s from one source and a spray of $spray_qps/s from 25600 /24s; profiling $seconds s"
 start_load() { # port, flood source, output
 	"$tmp/soakload" -server "127.0.0.1:$1" -name www.example.test. -flood-src "$2" \
 		-flood-qps "$flood_qps" -spray-qps "$spray_qps" -for "$((seconds + 5))s" >"$3" 2>&1 &
-	loads+=" $!"
+	others+=" $!"
 }
 start_load "$dns_port" 127.0.60.1 "$tmp/load.example"
 start_load "$plain_port" 127.0.61.1 "$tmp/load.plain"
 sleep 2
 curl -sf -o "$tmp/cpu.pprof" "http://127.0.0.1:$pprof_port/debug/pprof/profile?seconds=$seconds" ||
 	fail "no profile from the pprof plugin"
-for p in $loads; do
+for p in $others; do
 	wait "$p" || fail "soakload: $(cat "$tmp"/load.*)"
 done
-loads=
+others=
 for f in "$tmp/load.example" "$tmp/load.plain"; do
 	echo "pgo.sh: ${f##*.}: $(cat "$f")"
 	read -r _ _ _ _ answered _ _ _ _ _ _ spray_answered <<<"$(tr -d ';' <"$f")"
@@ -165,7 +117,7 @@ pid=
 
 echo "pgo.sh: profiling the plugin's BenchmarkRRL for 10 s (-pgo=off)"
 bench() {
-	(cd "$module" && go test -pgo=off -run '^$' -bench '^BenchmarkRRL$' -benchtime 10s -count 1 \
+	(cd "$repo/coredns" && go test -pgo=off -run '^$' -bench '^BenchmarkRRL$' -benchtime 10s -count 1 \
 		-cpuprofile "$tmp/bench.pprof" -o "$tmp/rrl.test" .)
 }
 bench >"$tmp/bench.out" 2>&1 || GOWORK=off bench >"$tmp/bench.out" 2>&1 ||
