@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Benchmarks use the built-in clock and the defaults but for
@@ -33,6 +34,22 @@ func BenchmarkDebitHot(b *testing.B) {
 // BenchmarkDebitAddrHot is one account through the netip entry point.
 func BenchmarkDebitAddrHot(b *testing.B) {
 	r := benchRRL(b)
+	src := netip.MustParseAddr("192.0.2.1")
+	tuple := answer("www.example.com.")
+	for b.Loop() {
+		r.DebitAddr(src, true, tuple)
+	}
+}
+
+// BenchmarkDebitAddrHotManualClock is BenchmarkDebitAddrHot on a
+// ManualClock, as rrl-replay debits: the clock stands still here, as it
+// does between rrl-replay's settings, one a message.
+func BenchmarkDebitAddrHotManualClock(b *testing.B) {
+	clock := NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := testConfig(b, nil, "responses-per-second", "5")
+	c.SetClock(clock)
+	r := NewRRL(c)
+	b.ReportAllocs()
 	src := netip.MustParseAddr("192.0.2.1")
 	tuple := answer("www.example.com.")
 	for b.Loop() {

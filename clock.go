@@ -138,34 +138,87 @@ func (c *coarseClock) waitIdle(ctx context.Context) error {
 	}
 }
 
-// injectedClock turns a caller's clock (Config.SetNowFunc) into internal
-// time: it adds up the forward steps of fn and ignores backward ones, so a
-// clock stepped back neither freezes nor rewinds the RRL. A forward step
-// counts for at most maxStep, which is longer than any account remembers
-// anything, so a clock stepped far ahead (even past the year 2262, where
-// int64 nanoseconds end) resets accounts as a long silence would, and
-// internal time stays far from overflowing.
+// injectedClock is internal time for a clock that the caller gives: a
+// function the RRL calls on every reading (Config.SetNowFunc), or a
+// ManualClock that its owner sets. Either way it adds up the forward steps
+// of the caller's clock and ignores backward ones, so a clock stepped back
+// neither freezes nor rewinds the RRL. A forward step counts for at most
+// maxStep, which is longer than any account remembers anything, so a clock
+// stepped far ahead (even past the year 2262, where int64 nanoseconds end)
+// resets accounts as a long silence would, and internal time stays far
+// from overflowing.
 type injectedClock struct {
-	fn func() time.Time
+	fn  func() time.Time // nil for a ManualClock, which step moves
+	now atomic.Int64     // internal time, written under mu
 
-	mu       sync.Mutex
+	mu       sync.Mutex // orders the steps, so that none counts twice
 	lastWall time.Time
-	now      int64
 }
 
-func newInjectedClock(fn func() time.Time) *injectedClock {
-	return &injectedClock{fn: fn, lastWall: fn()}
-}
-
-// read calls fn under the lock, so that concurrent readings are ordered and
-// no step is counted twice.
+// read returns internal time: for a ManualClock, one atomic load, small
+// enough to be inlined into the debit; for a function, readFn.
 func (c *injectedClock) read() int64 {
+	if c.fn == nil {
+		return c.now.Load()
+	}
+	return c.readFn()
+}
+
+// readFn calls fn under the lock, so that concurrent readings are ordered.
+func (c *injectedClock) readFn() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	wall := c.fn()
+	c.stepLocked(c.fn())
+	return c.now.Load()
+}
+
+// step moves the clock to wall.
+func (c *injectedClock) step(wall time.Time) {
+	c.mu.Lock()
+	c.stepLocked(wall)
+	c.mu.Unlock()
+}
+
+func (c *injectedClock) stepLocked(wall time.Time) {
+	now := c.now.Load()
 	if d := wall.Sub(c.lastWall); d > 0 {
-		c.now += min(int64(d), maxStep, maxClock-c.now)
+		c.now.Store(now + min(int64(d), maxStep, maxClock-now))
 	}
 	c.lastWall = wall
-	return c.now
 }
+
+// wall returns the caller's clock: fn's reading, or the ManualClock's.
+func (c *injectedClock) wall() time.Time {
+	if c.fn != nil {
+		return c.fn()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastWall
+}
+
+// A ManualClock is a clock that moves only when its owner sets it, for
+// RRLs that run on a time of their own: a replay of captured traffic sets
+// it to each message's timestamp, a simulation to its simulated time, a
+// test by hand. Config.SetClock gives it to the RRLs made from a Config;
+// several RRLs may share one. A Debit reads it with one atomic load, where
+// a clock given by Config.SetNowFunc costs a call and a lock on every
+// Debit. Like that clock, it counts a step back as no time, after which
+// time runs on from there, and a step forward as at most a day. A
+// ManualClock is safe for concurrent use.
+type ManualClock struct {
+	c injectedClock
+}
+
+// NewManualClock returns a ManualClock that reads start.
+func NewManualClock(start time.Time) *ManualClock {
+	m := new(ManualClock)
+	m.c.lastWall = start
+	return m
+}
+
+// Set moves the clock to t.
+func (m *ManualClock) Set(t time.Time) { m.c.step(t) }
+
+// Now returns the time the clock was last set to.
+func (m *ManualClock) Now() time.Time { return m.c.wall() }

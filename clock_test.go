@@ -2,6 +2,8 @@ package rrl
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -50,5 +52,84 @@ func TestCoarseClock(t *testing.T) {
 	stop()
 	if err := WaitClockIdle(done); err != context.Canceled {
 		t.Errorf("WaitClockIdle with a cancelled context while the ticker runs: %v", err)
+	}
+}
+
+// TestManualClock checks that a ManualClock reads what it was set to, that
+// the RRLs sharing it move together, and that SetClock and SetNowFunc
+// replace each other.
+func TestManualClock(t *testing.T) {
+	start := newTestClock().Now()
+	clock := NewManualClock(start)
+	if got := clock.Now(); !got.Equal(start) {
+		t.Fatalf("Now = %v, want %v", got, start)
+	}
+	c := testConfig(t, nil, "responses-per-second", "1", "window", "10", "slip-ratio", "0")
+	c.SetClock(clock)
+	one, two := NewRRL(c), NewRRL(c)
+	src, a := udp("192.0.2.1"), answer("www.example.")
+	for _, r := range []*RRL{one, two} {
+		if got := actions(r, src, a, 3); got != "SDD" {
+			t.Fatalf("before the clock moves: %s, want SDD", got)
+		}
+	}
+	later := start.Add(3 * time.Second)
+	clock.Set(later)
+	if got := clock.Now(); !got.Equal(later) {
+		t.Errorf("Now = %v after Set(%v)", got, later)
+	}
+	for _, r := range []*RRL{one, two} {
+		if got := actions(r, src, a, 3); got != "SDD" {
+			t.Errorf("3 s later (debt paid off by 1 s a second): %s, want SDD", got)
+		}
+	}
+
+	called := false
+	c.SetNowFunc(func() time.Time { called = true; return start })
+	if r := NewRRL(c); r.injected == nil || r.injected.fn == nil || !called {
+		t.Error("SetNowFunc after SetClock: the RRL does not read the function")
+	}
+	called = false
+	c.SetClock(clock)
+	if r := NewRRL(c); r.injected != &clock.c || called {
+		t.Error("SetClock after SetNowFunc: the RRL does not read the ManualClock alone")
+	}
+	c.SetClock(nil)
+	if r := NewRRL(c); r.injected != nil {
+		t.Error("SetClock(nil): the RRL does not read the built-in clock")
+	}
+}
+
+// TestManualClockConcurrent sets a ManualClock, a millisecond at a time,
+// while goroutines debit one account: run under -race it checks that a
+// reading needs no lock, and the account sends what the clock's time
+// allows, its first second's allowance and one a second after.
+func TestManualClockConcurrent(t *testing.T) {
+	const goroutines, perG, steps = 8, 2000, 1000
+	clock := NewManualClock(newTestClock().Now())
+	c := testConfig(t, nil, "responses-per-second", "10", "slip-ratio", "0")
+	c.SetClock(clock)
+	r := NewRRL(c)
+	src, a := udp("192.0.2.1"), answer("www.example.")
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range perG {
+				if act, _, _ := r.Debit(src, a); act == Send {
+					sent.Add(1)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range steps {
+			clock.Set(clock.Now().Add(time.Millisecond))
+		}
+	})
+	wg.Wait()
+	// 1 s of steps earns at most 10 more responses than the first 10.
+	if got := sent.Load(); got < 10 || got > 20 {
+		t.Errorf("sent %d, want 10 to 20", got)
 	}
 }

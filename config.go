@@ -87,6 +87,7 @@ type Config struct {
 	noCookieUDPSize int // bytes; 0 is off
 
 	nowFunc  func() time.Time
+	manual   *ManualClock // SetClock; if set, nowFunc is nil
 	observer func(Event)
 
 	recordLimited bool // SetRecordLimited (limited.go)
@@ -332,9 +333,16 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // every call, under a lock that all Debits share. The RRL keeps its own
 // time monotonic: a step of fn backwards counts as no time, after which time
 // runs on at fn's pace; a step forward counts for at most a day; so no step
-// locks a client out or overflows anything. A nil fn restores the built-in
-// clock.
-func (c *Config) SetNowFunc(fn func() time.Time) { c.nowFunc = fn }
+// locks a client out or overflows anything. A clock that the caller steps
+// rather than tells is cheaper as a ManualClock (SetClock). SetNowFunc
+// replaces a clock given by SetClock; a nil fn restores the built-in clock.
+func (c *Config) SetNowFunc(fn func() time.Time) { c.nowFunc, c.manual = fn, nil }
+
+// SetClock replaces the clock with m, which its owner moves (see
+// ManualClock): for replays, simulations and tests that set the time
+// rather than tell it. It replaces a function given by SetNowFunc; a nil m
+// restores the built-in clock.
+func (c *Config) SetClock(m *ManualClock) { c.manual, c.nowFunc = m, nil }
 
 // SetObserver registers fn to be told when an account starts being limited
 // and when it stops, once per episode (BIND logs these two events). fn is

@@ -99,10 +99,12 @@
 // first Debit and exits about a second after the last one; tests that check
 // for leaked goroutines wait for it with WaitClockIdle, or give their RRLs
 // an injected clock, which starts none. The clock is monotonic: steps
-// of the wall clock change nothing. Config.SetNowFunc injects another clock
-// for tests; steps back are then ignored and steps forward count for at
-// most a day, so no clock can lock a client out or overflow the arithmetic.
-// An injected clock is read under a lock that all Debits share.
+// of the wall clock change nothing. Another clock can be injected: a
+// function (Config.SetNowFunc), read under a lock that all Debits share,
+// or a ManualClock (Config.SetClock) that its owner sets, as a replay of
+// captured traffic does, read with one atomic load. Steps back are then
+// ignored and steps forward count for at most a day, so no clock can lock
+// a client out or overflow the arithmetic.
 //
 // An account keeps the time at which its balance is zero in 56 bits,
 // modulo 2^56 nanoseconds (834 days), and reads it relative to now: a live

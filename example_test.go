@@ -5,6 +5,7 @@ import (
 	"log"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/dnsrrl/rrl"
 )
@@ -83,4 +84,41 @@ func ExampleConfig_SetObserver() {
 	}
 	// Output:
 	// limit responses to 2001:db8:1::/56 for example.org.
+}
+
+// A ManualClock runs limiters on a time of their own: here, the
+// timestamps of captured responses, replayed faster than they came. A
+// burst of ten in one second is limited; ten seconds later, the victim's
+// account has paid its debt, and the next response is sent.
+func ExampleManualClock() {
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := rrl.NewManualClock(start)
+	cfg := rrl.NewConfig()
+	cfg.SetValue("responses-per-second", "2")
+	cfg.SetValue("slip-ratio", "0")
+	cfg.SetClock(clock)
+	limiter := rrl.NewRRL(cfg)
+	victim := netip.MustParseAddr("192.0.2.7")
+	answer := &rrl.ResponseTuple{Class: 1, Type: 16, AllowanceCategory: rrl.AllowanceAnswer, SalientName: "example.org."}
+	debit := func(at time.Duration) {
+		clock.Set(start.Add(at))
+		act, _, _ := limiter.DebitAddr(victim, true, answer)
+		fmt.Printf("%v %v\n", at, act)
+	}
+	for i := range 10 {
+		debit(time.Duration(i) * 100 * time.Millisecond)
+	}
+	debit(11 * time.Second)
+	// Output:
+	// 0s Send
+	// 100ms Send
+	// 200ms Drop
+	// 300ms Drop
+	// 400ms Drop
+	// 500ms Drop
+	// 600ms Drop
+	// 700ms Drop
+	// 800ms Drop
+	// 900ms Drop
+	// 11s Send
 }

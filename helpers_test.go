@@ -28,6 +28,12 @@ func (c *testClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+func (c *testClock) Set(at time.Time) {
+	c.mu.Lock()
+	c.now = at
+	c.mu.Unlock()
+}
+
 // testConfig is a Config from keyword-value pairs, on clock if not nil.
 func testConfig(t testing.TB, clock *testClock, kv ...string) *Config {
 	t.Helper()

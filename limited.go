@@ -205,7 +205,7 @@ func (r *RRL) Limited(n int, order LimitedOrder) []LimitedAccount {
 	now := r.now()
 	wall := time.Now()
 	if r.injected != nil {
-		wall = r.injected.fn()
+		wall = r.injected.wall()
 	}
 	top := topLimited{order: order, out: make([]LimitedAccount, 0, min(n, recordPlaces))}
 	for i := range rec.entries {

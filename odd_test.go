@@ -79,19 +79,44 @@ func TestOddInputs(t *testing.T) {
 	}
 }
 
+// TestClockSteps checks that no step of an injected clock, a function's
+// (SetNowFunc) or a ManualClock's (SetClock), locks a client out or
+// overflows anything.
 func TestClockSteps(t *testing.T) {
-	clock := newTestClock()
-	r := newTestRRL(t, clock, "responses-per-second", "1", "window", "10", "slip-ratio", "0")
+	t.Run("SetNowFunc", func(t *testing.T) {
+		clock := newTestClock()
+		c := testConfig(t, nil)
+		c.SetNowFunc(clock.Now)
+		clockSteps(t, c, func(at time.Time) { clock.Set(at) }, clock.Now)
+	})
+	t.Run("SetClock", func(t *testing.T) {
+		clock := NewManualClock(newTestClock().Now())
+		c := testConfig(t, nil)
+		c.SetClock(clock)
+		clockSteps(t, c, clock.Set, clock.Now)
+	})
+}
+
+// clockSteps runs TestClockSteps on the clock of c, which set moves and
+// now reads.
+func clockSteps(t *testing.T, c *Config, set func(time.Time), now func() time.Time) {
+	for k, v := range map[string]string{"responses-per-second": "1", "window": "10", "slip-ratio": "0"} {
+		if err := c.SetValue(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := NewRRL(c)
 	src, a := udp("192.0.2.1"), answer("www.example.")
 	debitN(r, src, a, 100) // deep in debt
+	advance := func(d time.Duration) { set(now().Add(d)) }
 
 	// The wall clock steps back a day: the RRL's time stands still at that
 	// instant, then runs on at the clock's pace; nobody waits for a day.
-	clock.Advance(-24 * time.Hour)
+	advance(-24 * time.Hour)
 	if act, _, _ := r.Debit(src, a); act != Drop {
 		t.Errorf("right after the step back: %v, want Drop (still in the penalty box)", act)
 	}
-	clock.Advance(12 * time.Second)
+	advance(12 * time.Second)
 	if act, _, _ := r.Debit(src, a); act != Send {
 		t.Errorf("a window after the step back: %v, want Send", act)
 	}
@@ -102,11 +127,11 @@ func TestClockSteps(t *testing.T) {
 
 	// A step far forward (to the year 9999, past int64 nanoseconds)
 	// overflows nothing: accounts work on, and time keeps moving.
-	clock.now = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	set(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC))
 	if got := actions(r, src, a, 3); got != "SDD" {
 		t.Errorf("after a step to 9999: %s, want SDD", got)
 	}
-	clock.Advance(11 * time.Second)
+	advance(11 * time.Second)
 	if got := actions(r, src, a, 2); got != "SD" {
 		t.Errorf("a window later: %s, want SD", got)
 	}

@@ -50,8 +50,11 @@ func NewRRL(cfg *Config) *RRL {
 	if cfg.recordLimited {
 		r.record = new(limitedRecord)
 	}
-	if cfg.nowFunc != nil {
-		r.injected = newInjectedClock(cfg.nowFunc)
+	switch {
+	case cfg.manual != nil:
+		r.injected = &cfg.manual.c
+	case cfg.nowFunc != nil:
+		r.injected = &injectedClock{fn: cfg.nowFunc, lastWall: cfg.nowFunc()}
 	}
 	for i := range r.limits {
 		k := LimitKind(i)

@@ -54,6 +54,7 @@ type Replay struct {
 	opts     Options
 	engines  []*engine
 	now      time.Time
+	clock    *rrl.ManualClock // the limiters' clock, set to now
 	pending  *pendingTable
 	cookies  *miekgrrl.Cookies
 	zones    []string
@@ -84,6 +85,9 @@ func New(opts Options) (*Replay, error) {
 		opts.Top = 10
 	}
 	r := &Replay{opts: opts, pending: newPendingTable(), skipped: make(map[string]int64), memo: newTupleMemo()}
+	// The clock starts at the zero time; the first message moves it, before
+	// start makes the limiters.
+	r.clock = rrl.NewManualClock(r.now)
 	for _, z := range opts.Zones {
 		zones, err := zonesOf(z)
 		if err != nil {
@@ -115,7 +119,7 @@ func New(opts Options) (*Replay, error) {
 		if err != nil {
 			return nil, err
 		}
-		lc.cfg.SetNowFunc(r.clock)
+		lc.cfg.SetClock(r.clock)
 		e := &engine{label: labels[i], lc: lc, report: newReportBuilder(min(lc.maxTableSize, maxTrackedEntries))}
 		e.report.cuts.label(lc.cutRows())
 		r.engines = append(r.engines, e)
@@ -125,8 +129,6 @@ func New(opts Options) (*Replay, error) {
 
 // maxTrackedEntries bounds the networks and tuples a report keeps.
 const maxTrackedEntries = 100000
-
-func (r *Replay) clock() time.Time { return r.now }
 
 // Message replays one message. Its Wire is not kept.
 func (r *Replay) Message(m *Message) {
@@ -158,6 +160,7 @@ const maxDisorder = time.Second
 func (r *Replay) advance(at time.Time) {
 	if at.After(r.now) || r.now.Sub(at) > maxDisorder {
 		r.now = at
+		r.clock.Set(at)
 	}
 }
 

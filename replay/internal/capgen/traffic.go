@@ -143,6 +143,9 @@ var (
 	Server6 = netip.MustParseAddrPort("[2001:db8::53]:53")
 )
 
+// Victim is the network that the reflection flood of Traffic is aimed at.
+var Victim = netip.MustParsePrefix("198.51.100.0/24")
+
 // Traffic generates exchanges with zone example.org from a deterministic
 // seed, starting at start, for the given duration at qps exchanges per
 // second: mostly ordinary clients (a thousand hosts in 250 networks, over
@@ -171,7 +174,9 @@ func Traffic(seed uint64, start time.Time, duration time.Duration, qps int, floo
 		r := rng.Float64()
 		switch {
 		case r < flood && at.Sub(start) >= 5*time.Second:
-			e.Client = netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + rng.IntN(254))}), 1024+uint16(rng.IntN(60000)))
+			v := Victim.Addr().As4()
+			v[3] = byte(1 + rng.IntN(254))
+			e.Client = netip.AddrPortFrom(netip.AddrFrom4(v), 1024+uint16(rng.IntN(60000)))
 			name, qtype = "example.org.", dns.TypeTXT
 		case r < flood+spray:
 			e.Client = netip.AddrPortFrom(netip.AddrFrom4([4]byte{byte(11 + rng.IntN(200)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(1 + rng.IntN(254))}), 1024+uint16(rng.IntN(60000)))

@@ -7,6 +7,7 @@
 //	go run ./internal/gencapture -o testdata/sample.pcap
 //	go run ./internal/gencapture -dnstap -o testdata/sample.dnstap
 //	go run ./internal/gencapture -duration 60s -qps 8334 -o /tmp/big.pcap   # 1,000,080 packets
+//	go run ./internal/gencapture -flood-only -flood 1 -o /tmp/flood.pcap     # one account, for debitcost.sh
 package main
 
 import (
@@ -29,18 +30,19 @@ func main() {
 	seed := flag.Uint64("seed", 1, "random seed")
 	ng := flag.Bool("ng", false, "write pcapng rather than pcap")
 	tap := flag.Bool("dnstap", false, "write a dnstap log (frame streams) rather than a packet capture")
+	floodOnly := flag.Bool("flood-only", false, "write the reflection flood's exchanges alone: one account debited again and again")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "gencapture: -o FILE is required")
 		os.Exit(2)
 	}
-	if err := write(*out, *duration, *qps, *flood, *spray, *seed, *ng, *tap); err != nil {
+	if err := write(*out, *duration, *qps, *flood, *spray, *seed, *ng, *tap, *floodOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "gencapture:", err)
 		os.Exit(1)
 	}
 }
 
-func write(path string, duration time.Duration, qps int, flood, spray float64, seed uint64, ng, tap bool) error {
+func write(path string, duration time.Duration, qps int, flood, spray float64, seed uint64, ng, tap, floodOnly bool) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -63,6 +65,15 @@ func write(path string, duration time.Duration, qps int, flood, spray float64, s
 			return err
 		}
 		put, finish = w.Write, w.Flush
+	}
+	if floodOnly {
+		all := put
+		put = func(e *capgen.Exchange) error {
+			if !capgen.Victim.Contains(e.Client.Addr()) {
+				return nil
+			}
+			return all(e)
+		}
 	}
 	if err := capgen.Traffic(seed, capgen.Start, duration, qps, flood, spray, put); err != nil {
 		return err
