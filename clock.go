@@ -148,7 +148,7 @@ func (c *coarseClock) waitIdle(ctx context.Context) error {
 // resets accounts as a long silence would, and internal time stays far
 // from overflowing.
 type injectedClock struct {
-	fn  func() time.Time // nil for a ManualClock, which step moves
+	fn  func() time.Time // nil for a ManualClock, which Set moves
 	now atomic.Int64     // internal time, written under mu
 
 	mu       sync.Mutex // orders the steps, so that none counts twice
@@ -168,23 +168,19 @@ func (c *injectedClock) read() int64 {
 func (c *injectedClock) readFn() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.stepLocked(c.fn())
+	wall := c.fn()
+	c.advance(int64(wall.Sub(c.lastWall)))
+	c.lastWall = wall
 	return c.now.Load()
 }
 
-// step moves the clock to wall.
-func (c *injectedClock) step(wall time.Time) {
-	c.mu.Lock()
-	c.stepLocked(wall)
-	c.mu.Unlock()
-}
-
-func (c *injectedClock) stepLocked(wall time.Time) {
-	now := c.now.Load()
-	if d := wall.Sub(c.lastWall); d > 0 {
-		c.now.Store(now + min(int64(d), maxStep, maxClock-now))
+// advance adds a step of d nanoseconds of the caller's clock to internal
+// time, under the lock: nothing if d is not positive, at most maxStep.
+func (c *injectedClock) advance(d int64) {
+	if d > 0 {
+		now := c.now.Load()
+		c.now.Store(now + min(d, maxStep, maxClock-now))
 	}
-	c.lastWall = wall
 }
 
 // wall returns the caller's clock: fn's reading, or the ManualClock's.
@@ -217,8 +213,30 @@ func NewManualClock(start time.Time) *ManualClock {
 	return m
 }
 
-// Set moves the clock to t.
-func (m *ManualClock) Set(t time.Time) { m.c.step(t) }
+// Set moves the clock to t, by its wall clock reading: a monotonic one,
+// as time.Now gives, is ignored.
+func (m *ManualClock) Set(t time.Time) {
+	m.c.mu.Lock()
+	m.c.advance(wallAfter(m.c.lastWall, t))
+	m.c.lastWall = t
+	m.c.mu.Unlock()
+}
+
+// wallAfter returns how far t is after from by their wall clocks, in
+// nanoseconds: 0 if t is not after from, and at most maxStep. It is a
+// fraction of the work of t.Sub(from), which looks at monotonic readings
+// and checks its sum for overflow, and Set runs once a message in a
+// replay.
+func wallAfter(from, t time.Time) int64 {
+	fs, ts := from.Unix(), t.Unix()
+	switch {
+	case ts < fs:
+		return 0
+	case uint64(ts)-uint64(fs) > uint64(maxStep/int64(time.Second)):
+		return maxStep
+	}
+	return max(0, (ts-fs)*int64(time.Second)+int64(t.Nanosecond()-from.Nanosecond()))
+}
 
 // Now returns the time the clock was last set to.
 func (m *ManualClock) Now() time.Time { return m.c.wall() }

@@ -133,3 +133,39 @@ func TestManualClockConcurrent(t *testing.T) {
 		t.Errorf("sent %d, want 10 to 20", got)
 	}
 }
+
+// TestWallAfter checks the step that ManualClock.Set counts against
+// time.Time.Sub, at the edges: within a second, across one, backwards,
+// beyond maxStep, between the ends of time.Time's range, and with
+// monotonic readings, which time.Now gives and wallAfter does not read.
+func TestWallAfter(t *testing.T) {
+	base := time.Date(2026, 12, 3, 10, 0, 0, 999_999_999, time.UTC)
+	mono := time.Now()
+	for _, c := range []struct {
+		name     string
+		from, to time.Time
+		want     int64
+	}{
+		{"same", base, base, 0},
+		{"a nanosecond on", base, base.Add(1), 1},
+		{"across a second", base, base.Add(1500 * time.Millisecond), int64(1500 * time.Millisecond)},
+		{"a nanosecond back", base, base.Add(-1), 0},
+		{"a second back, later nanoseconds", base.Add(time.Second), base.Add(2), 0},
+		{"a day", base, base.Add(24 * time.Hour), maxStep},
+		{"a day and a nanosecond", base, base.Add(24*time.Hour + 1), maxStep},
+		{"a year", base, base.AddDate(1, 0, 0), maxStep},
+		{"from the zero time", time.Time{}, base, maxStep},
+		{"to the zero time", base, time.Time{}, 0},
+		{"the ends of time", time.Unix(-1<<62, 0), time.Unix(1<<62, 0), maxStep},
+		{"other zones", base.In(time.FixedZone("east", 3600)), base.Add(time.Second).In(time.UTC), int64(time.Second)},
+		{"one with a monotonic reading", mono, mono.Add(time.Second).Round(0), int64(time.Second)},
+		{"both with monotonic readings", mono, mono.Add(time.Second), int64(time.Second)},
+	} {
+		if got := wallAfter(c.from, c.to); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+		if want := min(max(0, int64(c.to.Sub(c.from))), maxStep); want != c.want {
+			t.Errorf("%s: the test wants %d, time.Time.Sub says %d", c.name, c.want, want)
+		}
+	}
+}
