@@ -192,7 +192,7 @@ func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTRea
 	}
 	t, s := tupleOrError(tuple), r.stats.pick()
 	act, rtr := r.chargeTuple(n, t, now, s)
-	s.count(t.AllowanceCategory, act, IPNotConfigured, rtr)
+	s.countUDP(t.AllowanceCategory, act, rtr)
 	return act, IPNotConfigured, rtr
 }
 

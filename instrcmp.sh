@@ -19,14 +19,14 @@ n=${3:-200000}
 source ./buildrev.sh
 
 # instructions BINARY BENCHMARK ITERATIONS prints the instructions of a run.
-# The runtime's preemption signals are off: callgrind can fail on them.
-# Valgrind still cuts a Go run short now and then (the runtime crashes
-# under it): a run that did not finish its benchmark is made again, up to
-# eight times.
+# The runtime's preemption signals are off, and so is its use of RDTSCP
+# (to time a contended lock), which valgrind does not know: callgrind can
+# fail on either. Should valgrind still cut a run short, a run that did
+# not finish its benchmark is made again, up to eight times.
 instructions() {
 	local out
 	for _ in $(seq 8); do
-		out=$(GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$work/$1.test" \
+		out=$(GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off valgrind --tool=callgrind --callgrind-out-file=/dev/null "$work/$1.test" \
 			-test.run '^$' -test.bench "^$2\$" -test.benchtime "$3x" -test.cpu 1 2>&1) || true
 		if grep -q '^PASS' <<<"$out"; then
 			sed -n 's/.*Collected : //p' <<<"$out"

@@ -47,6 +47,7 @@ type outcome struct {
 var (
 	commonOutcome   [ActionLast][IPLast][RTLast]uint8
 	commonOutcomeOf []outcome
+	udpOutcome      [ActionLast][RTLast]uint8 // commonOutcome[act][IPNotConfigured][rtr]
 )
 
 const commonOutcomes = 14
@@ -60,7 +61,21 @@ func init() {
 	commonOutcomeOf = append(commonOutcomeOf, outcome{Send, IPExempt, RTNotReached}, outcome{Drop, IPRateLimit, RTNotReached})
 	for i, o := range commonOutcomeOf {
 		commonOutcome[o.act][o.ipr][o.rtr] = uint8(i + 1)
+		if o.ipr == IPNotConfigured {
+			udpOutcome[o.act][o.rtr] = uint8(i + 1)
+		}
 	}
+}
+
+// countUDP is count for an outcome of debitUDP, where no request limit
+// applies (IPNotConfigured): one table of two indices to read rather than
+// three.
+func (s *stripe) countUDP(cat AllowanceCategory, act Action, rtr RTReason) {
+	if c := udpOutcome[act][rtr]; c != 0 {
+		s.common[min(cat, AllowanceLast)][c-1].Add(1)
+		return
+	}
+	s.countRare(cat, act, IPNotConfigured, rtr)
 }
 
 // count records one outcome; a category out of range counts in none.
