@@ -1,9 +1,9 @@
 # Sourced by the scripts that run the CoreDNS binary (e2e.sh, protect.sh,
 # dnsperf.sh, soak.sh, cmd/coredns/pgo.sh and the root's debitcost.sh):
-# the repository's root, a temporary folder removed on exit (after stopping the CoreDNS
-# started there, whose process id the caller keeps in pid, and the other
-# processes listed in others), a function that builds the binary into it,
-# fail, free_port and wait_for.
+# the repository's root, a temporary folder removed on exit (after
+# stopping the CoreDNS started there, whose process id the caller keeps in
+# pid, and the other processes listed in others), a function that builds
+# the binary into it, fail, free_port and wait_for.
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tmp=$(mktemp -d)
