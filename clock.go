@@ -201,7 +201,8 @@ func (c *injectedClock) wall() time.Time {
 // a clock given by Config.SetNowFunc costs a call and a lock on every
 // Debit. Like that clock, it counts a step back as no time, after which
 // time runs on from there, and a step forward as at most a day. A
-// ManualClock is safe for concurrent use.
+// ManualClock is safe for concurrent use; the zero ManualClock reads the
+// zero Time.
 type ManualClock struct {
 	c injectedClock
 }

@@ -826,6 +826,25 @@ func TestStripeCounts(t *testing.T) {
 	}
 }
 
+// TestCountUDPCountsAsCount checks that the short path's count of an
+// outcome, by a table of two indices, adds up to what count adds with
+// IPNotConfigured, for every action and reason, common or not.
+func TestCountUDPCountsAsCount(t *testing.T) {
+	for act := range ActionLast {
+		for rtr := range RTLast {
+			var short, long stripe
+			short.countUDP(AllowanceReferral, act, rtr)
+			long.count(AllowanceReferral, act, IPNotConfigured, rtr)
+			var got, want Stats
+			short.addTo(&got, false)
+			long.addTo(&want, false)
+			if got != want {
+				t.Errorf("%v, %v: countUDP gives %v, count %v", act, rtr, got, want)
+			}
+		}
+	}
+}
+
 // TestSweepKeepsIdleAccountsOld leaves an account in debt and idle for
 // years, with a sweep every hundred days: it must read as long past, never
 // as recent, however often internal time wraps its 56 bits. Without the
