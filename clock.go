@@ -141,12 +141,13 @@ func (c *coarseClock) waitIdle(ctx context.Context) error {
 // injectedClock is internal time for a clock that the caller gives: a
 // function the RRL calls on every reading (Config.SetNowFunc), or a
 // ManualClock that its owner sets. Either way it adds up the forward steps
-// of the caller's clock and ignores backward ones, so a clock stepped back
-// neither freezes nor rewinds the RRL. A forward step counts for at most
-// maxStep, which is longer than any account remembers anything, so a clock
-// stepped far ahead (even past the year 2262, where int64 nanoseconds end)
-// resets accounts as a long silence would, and internal time stays far
-// from overflowing.
+// of the caller's clock, read as wall time (a monotonic reading, as
+// time.Now gives, is ignored), and ignores backward ones, so a clock
+// stepped back neither freezes nor rewinds the RRL. A forward step counts
+// for at most maxStep, which is longer than any account remembers
+// anything, so a clock stepped far ahead (even past the year 2262, where
+// int64 nanoseconds end) resets accounts as a long silence would, and
+// internal time stays far from overflowing.
 type injectedClock struct {
 	fn  func() time.Time // nil for a ManualClock, which Set moves
 	now atomic.Int64     // internal time, written under mu
@@ -168,19 +169,18 @@ func (c *injectedClock) read() int64 {
 func (c *injectedClock) readFn() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	wall := c.fn()
-	c.advance(int64(wall.Sub(c.lastWall)))
-	c.lastWall = wall
+	c.stepTo(c.fn())
 	return c.now.Load()
 }
 
-// advance adds a step of d nanoseconds of the caller's clock to internal
-// time, under the lock: nothing if d is not positive, at most maxStep.
-func (c *injectedClock) advance(d int64) {
-	if d > 0 {
+// stepTo moves the clock to wall, under the lock: it adds the step from
+// the last wall time, by wallAfter, to internal time.
+func (c *injectedClock) stepTo(wall time.Time) {
+	if d := wallAfter(c.lastWall, wall); d > 0 {
 		now := c.now.Load()
-		c.now.Store(now + min(d, maxStep, maxClock-now))
+		c.now.Store(now + min(d, maxClock-now))
 	}
+	c.lastWall = wall
 }
 
 // wall returns the caller's clock: fn's reading, or the ManualClock's.
@@ -218,16 +218,15 @@ func NewManualClock(start time.Time) *ManualClock {
 // as time.Now gives, is ignored.
 func (m *ManualClock) Set(t time.Time) {
 	m.c.mu.Lock()
-	m.c.advance(wallAfter(m.c.lastWall, t))
-	m.c.lastWall = t
+	m.c.stepTo(t)
 	m.c.mu.Unlock()
 }
 
 // wallAfter returns how far t is after from by their wall clocks, in
 // nanoseconds: 0 if t is not after from, and at most maxStep. It is a
 // fraction of the work of t.Sub(from), which looks at monotonic readings
-// and checks its sum for overflow, and Set runs once a message in a
-// replay.
+// and checks its sum for overflow; a replay sets its clock once a
+// message.
 func wallAfter(from, t time.Time) int64 {
 	fs, ts := from.Unix(), t.Unix()
 	switch {

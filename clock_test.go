@@ -102,14 +102,16 @@ func TestManualClock(t *testing.T) {
 
 // TestManualClockConcurrent sets a ManualClock, a millisecond at a time,
 // while goroutines debit one account: run under -race it checks that a
-// reading needs no lock, and the account sends what the clock's time
-// allows, its first second's allowance and one a second after.
+// reading needs no lock. No step is lost or counted twice: the RRL's time
+// ends a second on, and the account sends no more than that second allows
+// on top of its first allowance.
 func TestManualClockConcurrent(t *testing.T) {
 	const goroutines, perG, steps = 8, 2000, 1000
 	clock := NewManualClock(newTestClock().Now())
 	c := testConfig(t, nil, "responses-per-second", "10", "slip-ratio", "0")
 	c.SetClock(clock)
 	r := NewRRL(c)
+	before := r.now()
 	src, a := udp("192.0.2.1"), answer("www.example.")
 	var sent atomic.Int64
 	var wg sync.WaitGroup
@@ -128,6 +130,9 @@ func TestManualClockConcurrent(t *testing.T) {
 		}
 	})
 	wg.Wait()
+	if got := r.now() - before; got != int64(steps*time.Millisecond) {
+		t.Errorf("the RRL's time moved %v, want %v", time.Duration(got), steps*time.Millisecond)
+	}
 	// 1 s of steps earns at most 10 more responses than the first 10.
 	if got := sent.Load(); got < 10 || got > 20 {
 		t.Errorf("sent %d, want 10 to 20", got)

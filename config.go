@@ -333,7 +333,8 @@ func parsePrefix(s string) (netip.Prefix, error) {
 // every call, under a lock that all Debits share. The RRL keeps its own
 // time monotonic: a step of fn backwards counts as no time, after which time
 // runs on at fn's pace; a step forward counts for at most a day; so no step
-// locks a client out or overflows anything. A clock that the caller steps
+// locks a client out or overflows anything. fn is read as wall time: a
+// monotonic reading, as time.Now gives, is ignored. A clock that the caller steps
 // rather than tells is cheaper as a ManualClock (SetClock). SetNowFunc
 // replaces a clock given by SetClock; a nil fn restores the built-in clock.
 func (c *Config) SetNowFunc(fn func() time.Time) { c.nowFunc, c.manual = fn, nil }

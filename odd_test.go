@@ -87,7 +87,7 @@ func TestClockSteps(t *testing.T) {
 		clock := newTestClock()
 		c := testConfig(t, nil)
 		c.SetNowFunc(clock.Now)
-		clockSteps(t, c, func(at time.Time) { clock.Set(at) }, clock.Now)
+		clockSteps(t, c, clock.Set, clock.Now)
 	})
 	t.Run("SetClock", func(t *testing.T) {
 		clock := NewManualClock(newTestClock().Now())
