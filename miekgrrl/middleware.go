@@ -413,16 +413,56 @@ func (s *state) writeMsg(m *dns.Msg) error {
 	if m == nil {
 		return s.rw.WriteMsg(m)
 	}
-	switch s.decide(m, 0) {
+	// The message is weighed as it goes out, server cookie and all; it is
+	// made ahead of the decision only when the decision weighs it.
+	var out *dns.Msg
+	size := 0
+	if s.weighs() {
+		out = s.outgoing(m)
+		size = out.Len()
+	}
+	switch s.decide(m, size) {
 	case rrl.Drop:
 		return s.drop()
 	case rrl.Slip:
 		return s.rw.WriteMsg(s.slipReply(m))
 	}
-	if s.needsCookie() {
-		m = s.withCookie(m)
+	if out == nil {
+		out = s.outgoing(m)
 	}
-	return s.rw.WriteMsg(m)
+	return s.rw.WriteMsg(out)
+}
+
+// outgoing returns m as it is sent: a copy with a server cookie when the
+// request carried a client cookie (withCookie), else m.
+func (s *state) outgoing(m *dns.Msg) *dns.Msg {
+	if s.needsCookie() {
+		return s.withCookie(m)
+	}
+	return m
+}
+
+// outgoingBytes is outgoing for a message the handler wrote packed, as b:
+// repacked with a server cookie when it needs one, else b as it came. A
+// message signed with TSIG goes as it is: a cookie added to it would not
+// match its MAC.
+func (s *state) outgoingBytes(m *dns.Msg, b []byte, unpacked bool) []byte {
+	if !unpacked || !s.needsCookie() || m.IsTsig() != nil {
+		return b
+	}
+	out := s.withCookie(m)
+	out.Compress = true
+	if packed, err := out.Pack(); err == nil {
+		return packed
+	}
+	return b
+}
+
+// weighs reports whether the decision still to be made reads the length
+// of the response: nocookie-udp-size or all-bytes-per-second is on, and
+// the request is not proven by a server cookie.
+func (s *state) weighs() bool {
+	return !s.decided && s.ck.state != CookieValid && s.h.limiter.NeedsResponseSize()
 }
 
 // drop writes nothing for a dropped response. On a connection (a stream
@@ -442,32 +482,32 @@ func (s *state) write(b []byte) (int, error) {
 	if !unpacked {
 		m = &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}
 	}
-	switch s.decide(m, len(b)) {
+	var out []byte // as in writeMsg: weighed as it goes out
+	size := len(b)
+	if s.weighs() {
+		out = s.outgoingBytes(m, b, unpacked)
+		size = len(out)
+	}
+	switch s.decide(m, size) {
 	case rrl.Drop:
 		return len(b), s.drop()
 	case rrl.Slip:
 		return len(b), s.rw.WriteMsg(s.slipReply(m))
 	}
-	// A message signed with TSIG goes as it is: a cookie added to it would
-	// not match its MAC.
-	if unpacked && s.needsCookie() && m.IsTsig() == nil {
-		out := s.withCookie(m)
-		out.Compress = true
-		if packed, err := out.Pack(); err == nil {
-			_, err = s.rw.Write(packed)
-			return len(b), err
-		}
+	if out == nil {
+		out = s.outgoingBytes(m, b, unpacked)
 	}
-	return s.rw.Write(b)
+	_, err := s.rw.Write(out)
+	return len(b), err
 }
 
-// decide returns what to do with m, whose length as the handler packed it
-// is wireLen (0 when it gave a message, to be measured if need be): the
+// decide returns what to do with m, which goes out as size bytes (server
+// cookie and all; read only when the limiter weighs responses): the
 // limiter's action for the first
 // message, made Send in report-only mode and over TCP (a TC reply means
 // nothing there), and the same action for any later message, except that a
 // reply is slipped at most once.
-func (s *state) decide(m *dns.Msg, wireLen int) rrl.Action {
+func (s *state) decide(m *dns.Msg, size int) rrl.Action {
 	if s.decided {
 		if s.action == rrl.Slip {
 			return rrl.Drop
@@ -482,10 +522,7 @@ func (s *state) decide(m *dns.Msg, wireLen int) rrl.Action {
 	if limited {
 		s.tuple = Tuple(s.req, m, s.wildcardOrigin(m))
 		if h.limiter.NeedsResponseSize() {
-			s.tuple.Size = wireLen
-			if wireLen == 0 {
-				s.tuple.Size = m.Len()
-			}
+			s.tuple.Size = size
 		}
 		s.action, ipr, rtr = h.limiter.DebitResponseAddr(s.client, s.udp, &s.tuple)
 		s.tooLarge = rtr == rrl.RTTooLarge
