@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -23,7 +24,7 @@ import (
 	"github.com/dnsrrl/rrl/replay"
 )
 
-const usage = `usage: rrl-replay [flags] CAPTURE...
+const usage = `usage: rrl-replay [flags] CAPTURE... [flags]
        rrl-replay [flags] -listen unix:/path/to/socket | tcp:127.0.0.1:PORT
 
 Replays DNS traffic through the response rate limiter, with the capture's
@@ -33,7 +34,8 @@ client networks and responses, and the bytes a reflection would have lost.
 
 CAPTURE is a pcap, pcapng or dnstap (frame streams) file, possibly
 gzipped, or - for the standard input; several are replayed in order, as
-one stream. Ctrl-C stops and reports what was read. With -listen,
+one stream. Flags may come before or after them; after --, every
+argument is a file. Ctrl-C stops and reports what was read. With -listen,
 rrl-replay reads the dnstap that a running server writes (CoreDNS:
 "dnstap unix:///path full") until interrupted or -duration has passed,
 then reports.
@@ -104,7 +106,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.maxConns, "max-conns", replay.DefaultMaxConns, "with -listen, read at most this many `connections` at once; more wait")
 	fs.DurationVar(&c.idle, "idle-timeout", replay.DefaultIdleTimeout, "with -listen, close a connection that sends nothing for this long")
 	fs.BoolVar(&c.quiet, "q", false, "no progress line on stderr")
-	if err := fs.Parse(args); err != nil {
+	files, err := parseInterleaved(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			help()
 			return 0
@@ -112,10 +115,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, hint)
 		return exitUsage
 	}
-	files := fs.Args()
 	if (len(files) == 0) == (c.listen == "") {
 		fmt.Fprintln(stderr, "rrl-replay: give capture files or -listen, not both or neither (-h for help)")
 		return exitUsage
+	}
+	if err := checkFiles(files); err != nil {
+		fmt.Fprintf(stderr, "rrl-replay: %v\n", err)
+		return exitFailed
 	}
 	if c.listen != "" {
 		if _, _, err := replay.ListenAddr(c.listen); err != nil {
@@ -158,6 +164,46 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	return check(reports[0], stderr)
+}
+
+// parseInterleaved parses flags wherever they are among the file
+// arguments, as most commands do, and returns the files: flag.Parse stops
+// at the first file, and would take "capture.pcap -set x=1" for three
+// files and the report for one of no settings. After "--" every argument
+// is a file, so that a file named like a flag can be given.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return files, nil
+		}
+		if stop := len(args) - len(rest); stop > 0 && args[stop-1] == "--" {
+			return append(files, rest...), nil
+		}
+		files, args = append(files, rest[0]), rest[1:]
+	}
+}
+
+// checkFiles fails on the first file that is not there, before anything
+// is replayed: a report of the files before it would hide the mistake
+// (a setting without its -set, say) on stderr alone.
+func checkFiles(files []string) error {
+	for _, f := range files {
+		if f == "-" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			if kw, _, ok := strings.Cut(f, "="); ok && slices.Contains(rrl.Keywords(), kw) {
+				return fmt.Errorf("%v (a setting? write -set %s)", err, f)
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // Exit statuses.

@@ -302,3 +302,42 @@ func TestReportAfterFatalError(t *testing.T) {
 		t.Errorf("exit %d, stderr %q, report:\n%s", code, stderr, stdout)
 	}
 }
+
+// Flags after the capture apply, as they would before it: the report has
+// the settings given after the file, and -q and -json too.
+func TestFlagsAfterCapture(t *testing.T) {
+	code, stdout, stderr := runCLI(t, sample, "-set", "responses-per-second=5", "-top", "1")
+	if code != 0 || !strings.Contains(stdout, "settings: responses-per-second 5\n") || strings.Count(stdout, "198.51.100.0/24") != 2 {
+		t.Errorf("exit %d, stderr %q, report:\n%s", code, stderr, stdout)
+	}
+	_, before, _ := runCLI(t, "-q", "-json", "-set", "responses-per-second=5", sample, sample)
+	code, after, stderr := runCLI(t, sample, "-q", "-set", "responses-per-second=5", sample, "-json")
+	if code != 0 || after != before || !strings.Contains(after, `"queries": 2000`) {
+		t.Errorf("flags among two files: exit %d, %s\nreport:\n%s\nwant the report with the flags first:\n%s", code, stderr, after, before)
+	}
+}
+
+// After "--" every argument is a file, even one named like a flag; a
+// file that is not there stops the command before any report, in one
+// line, which names -set for what looks like a setting.
+func TestNoReportOfLostArguments(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-q", sample, "--", "-set"}, 1, "rrl-replay: stat -set: no such file or directory\n"},
+		{[]string{"-q", sample, "responses-per-second=5"}, 1, "rrl-replay: stat responses-per-second=5: no such file or directory (a setting? write -set responses-per-second=5)\n"},
+		{[]string{sample, "-set"}, 2, "flag needs an argument: -set\nrun rrl-replay -h for help\n"},
+		{[]string{sample, "-no-such-flag"}, 2, "flag provided but not defined: -no-such-flag\nrun rrl-replay -h for help\n"},
+	} {
+		code, stdout, stderr := runCLI(t, c.args...)
+		if code != c.code || stderr != c.want || stdout != "" {
+			t.Errorf("%q: exit %d, stderr %q, stdout %d bytes; want exit %d, %q and no report", c.args, code, stderr, len(stdout), c.code, c.want)
+		}
+	}
+	code, stdout, stderr := runCLI(t, "-q", "--", sample)
+	if code != 0 || !strings.Contains(stdout, "all            1000") {
+		t.Errorf("-- before the capture: exit %d, %s", code, stderr)
+	}
+}
