@@ -237,7 +237,7 @@ func (c *Config) setValue(keyword, value string) error {
 		}
 		c.noCookieUDPSize = n
 	default:
-		return fmt.Errorf("rrl: unknown keyword %q (value %q); the keywords are %s", keyword, value, strings.Join(Keywords(), ", "))
+		return fmt.Errorf("rrl: unknown keyword %q (value %q)%s", keyword, value, unknownKeyword(keyword))
 	}
 	return nil
 }
@@ -448,7 +448,7 @@ func (c *Config) Value(keyword string) (string, error) {
 	case "nocookie-udp-size":
 		return strconv.Itoa(c.noCookieUDPSize), nil
 	}
-	return "", fmt.Errorf("rrl: unknown keyword %q; the keywords are %s", keyword, strings.Join(Keywords(), ", "))
+	return "", fmt.Errorf("rrl: unknown keyword %q%s", keyword, unknownKeyword(keyword))
 }
 
 // formatRate writes a rate as a plain decimal number.

@@ -122,3 +122,22 @@ func ExampleManualClock() {
 	// 900ms Drop
 	// 11s Send
 }
+
+// A program that reads rrl settings with keywords of its own beside the
+// core's names the one most likely meant when it meets a keyword it does
+// not know.
+func ExampleSuggest() {
+	keywords := append(rrl.Keywords(), "report-only", "cookie-secret")
+	for _, kw := range []string{"responses-per-secnd", "cookie_secret", "Window", "frobnicate"} {
+		if s := rrl.Suggest(kw, keywords); s != "" {
+			fmt.Printf("%s: did you mean %s?\n", kw, s)
+		} else {
+			fmt.Printf("%s: no keyword is near\n", kw)
+		}
+	}
+	// Output:
+	// responses-per-secnd: did you mean responses-per-second?
+	// cookie_secret: did you mean cookie-secret?
+	// Window: did you mean window?
+	// frobnicate: no keyword is near
+}
