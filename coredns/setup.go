@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"fmt"
 	"net"
 	"strings"
 
@@ -243,9 +244,23 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 	case kw == "log-limited":
 		return parseLogLimited(c, cfg, &opts.ops, args)
 	default:
-		return c.Errf("unknown property %q", kw)
+		return c.Err(unknownProperty(kw))
 	}
 	return nil
+}
+
+// pluginKeywords are the block's directives beside the core's keywords.
+var pluginKeywords = []string{"report-only", "log-only", "cookie-secret", "status", "log-limited"}
+
+// unknownProperty is the error for a directive the block does not know: it
+// names the nearest one, if one is near, and lists them all.
+func unknownProperty(kw string) string {
+	props := append(core.Keywords(), pluginKeywords...)
+	list := strings.Join(props, ", ")
+	if s := core.Suggest(kw, props); s != "" {
+		return fmt.Sprintf("unknown property %q; did you mean %q? The properties are %s", kw, s, list)
+	}
+	return fmt.Sprintf("unknown property %q; the properties are %s", kw, list)
 }
 
 // coreMessage returns the core's error text without its "rrl: " prefix,

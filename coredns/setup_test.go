@@ -132,6 +132,33 @@ func TestParseArgumentCount(t *testing.T) {
 	}
 }
 
+// A misspelt directive is answered with the nearest one, core or plugin,
+// and the list of them all; nonsense with the list alone.
+func TestSetupUnknownPropertySuggests(t *testing.T) {
+	list := strings.Join(core.Keywords(), ", ") + ", report-only, log-only, cookie-secret, status, log-limited"
+	for _, tc := range []struct{ line, want string }{
+		{"responses-per-secnd 5", `unknown property "responses-per-secnd"; did you mean "responses-per-second"? The properties are `},
+		{"nxdomain-per-second 5", `unknown property "nxdomain-per-second"; did you mean "nxdomains-per-second"? The properties are `},
+		{"cookie-secrte 000102030405060708090a0b0c0d0e0f", `unknown property "cookie-secrte"; did you mean "cookie-secret"? The properties are `},
+		{"log-limted", `unknown property "log-limted"; did you mean "log-limited"? The properties are `},
+		{"reportonly", `unknown property "reportonly"; did you mean "report-only"? The properties are `},
+		{"frobnicate 1", `unknown property "frobnicate"; the properties are `},
+	} {
+		_, err := parseString("rrl {\n " + tc.line + "\n}")
+		want := "Testfile:2 - Error during parsing: " + tc.want + list
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %v\nwant %s", tc.line, err, want)
+		}
+	}
+	// Every property listed is one the block reads.
+	for _, kw := range strings.Split(list, ", ") {
+		_, err := parseString("rrl {\n " + kw + "\n}")
+		if err != nil && strings.Contains(err.Error(), "unknown property") {
+			t.Errorf("%s is listed but unknown: %v", kw, err)
+		}
+	}
+}
+
 func TestParseInvalid(t *testing.T) {
 	tests := []struct {
 		input, want string

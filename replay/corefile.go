@@ -130,7 +130,14 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			value = strings.Join(vals, " ")
 		default:
 			if !slices.Contains(rrl.Keywords(), kw) {
-				return nil, d.Errf("unknown property %q; the properties are %s, report-only, log-only, cookie-secret, status, log-limited", kw, strings.Join(rrl.Keywords(), ", "))
+				// The plugin's message: the nearest property, if one is
+				// near, and all of them.
+				props := append(rrl.Keywords(), "report-only", "log-only", "cookie-secret", "status", "log-limited")
+				hint := "the"
+				if s := rrl.Suggest(kw, props); s != "" {
+					hint = fmt.Sprintf("did you mean %q? The", s)
+				}
+				return nil, d.Errf("unknown property %q; %s properties are %s", kw, hint, strings.Join(props, ", "))
 			}
 			if len(vals) != 1 {
 				return nil, d.Errf("%s takes exactly one value, got %d", kw, len(vals))
