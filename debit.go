@@ -191,7 +191,7 @@ func (r *RRL) debitUDP(n network, tuple *ResponseTuple) (Action, IPReason, RTRea
 		now = r.injected.read()
 	}
 	t, s := tupleOrError(tuple), r.stats.pick()
-	act, rtr := r.chargeTuple(n, t, now, s)
+	act, rtr := r.chargeTuple(n, t, now, s, true)
 	s.countUDP(t.AllowanceCategory, act, rtr)
 	return act, IPNotConfigured, rtr
 }
@@ -222,18 +222,21 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	if !udp {
 		return countAlone(s, t, Send, ipr, RTNotUDP)
 	}
+	// Every account is charged, but the refusal is the first limit's to
+	// count in the record of limited accounts (decides): all-per-second,
+	// then all-bytes-per-second, then the tuple's allowance.
 	over := RTOk // whether the network is over all-per-second or all-bytes-per-second
 	if r.limits[LimitAll].on() && r.chargeNetwork(n, LimitAll, now, s) {
 		over = RTAllLimit
 	}
 	p := r.scaledProtection()
-	if p.nsPerByte > 0 && r.chargeBytes(n, p, t.Size, now, s) && over == RTOk {
+	if p.nsPerByte > 0 && r.chargeBytes(n, p, t.Size, now, s, over == RTOk) && over == RTOk {
 		over = RTAllBytesLimit
 	}
 	if over != RTOk && !r.limits[t.AllowanceCategory].on() {
 		return countAlone(s, t, Drop, ipr, over)
 	}
-	act, rtr := r.chargeTuple(n, t, now, s)
+	act, rtr := r.chargeTuple(n, t, now, s, over == RTOk)
 	switch {
 	case over != RTOk: // after the slip count advanced, as in BIND
 		act, rtr = Drop, over
@@ -296,9 +299,10 @@ func (r *RRL) requestReason(proven bool) IPReason {
 
 // chargeNetwork debits the client network's account of the given kind
 // (LimitRequests, LimitProvenRequests or LimitAll) and reports whether it
-// is in debt.
+// is in debt. Each is the first limit its Debit applies, so a refusal is
+// its own (decides, see noteLimited).
 func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) bool {
-	return r.chargeKey(&n, n.bits, r.hash.account(n, kind, 0, 0, ""), kind, r.limit(kind), now, s)
+	return r.chargeKey(&n, n.bits, r.hash.account(n, kind, 0, 0, ""), kind, r.limit(kind), now, s, true)
 }
 
 // chargeKey debits the per-network account (or a request prefix's) whose
@@ -306,26 +310,35 @@ func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) boo
 // if that began or ended an episode, and reports whether the account is in
 // debt. The account's network is n masked to bits, for the event: a
 // request prefix passes the whole address and the prefix's length, so that
-// the mask is made only for an event.
-func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe) bool {
+// the mask is made only for an event. decides says whether the account,
+// in debt, decides the refusal (see noteLimited).
+func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe, decides bool) bool {
 	d := r.debitAccount(key, kind, now, l, s)
 	if d.edge || d.inDebt {
-		r.noteCharge(n, bits, key, kind, d, now)
+		r.noteChargeBy(n, bits, key, kind, d, decides, now)
 	}
 	return d.inDebt
 }
 
-// noteCharge tells the record of limited accounts and the observer what
-// a charge of a per-network account (or a request prefix's) did, when it
-// began or ended an episode or found the account in debt.
+// noteCharge is noteChargeBy for a charge that refuses nothing, whatever
+// the debt it leaves (DebitSentBytes's: the response has gone): it starts
+// or ends an episode but counts no refusal.
 func (r *RRL) noteCharge(n *network, bits uint8, key uint64, kind LimitKind, d debited, now int64) {
+	r.noteChargeBy(n, bits, key, kind, d, false, now)
+}
+
+// noteChargeBy tells the record of limited accounts and the observer what
+// a charge of a per-network account (or a request prefix's) did, when it
+// began or ended an episode or found the account in debt; decides says
+// whether the account's debt decided a refusal (see noteLimited).
+func (r *RRL) noteChargeBy(n *network, bits uint8, key uint64, kind LimitKind, d debited, decides bool, now int64) {
 	report := d.edge && r.observer != nil
-	if r.record == nil && !report {
-		return
+	if (r.record == nil || !d.edge && !decides) && !report {
+		return // nothing to record: another limit decided the refusal
 	}
 	m := n.masked(bits)
 	if r.record != nil {
-		r.noteLimited(m, nil, key, kind, d, now)
+		r.noteLimited(m, nil, key, kind, d, decides, now)
 	}
 	if report {
 		r.reportEdge(m, nil, key, kind, d.inDebt)
@@ -335,8 +348,10 @@ func (r *RRL) noteCharge(n *network, bits uint8, key uint64, kind LimitKind, d d
 // chargeTuple debits the response tuple's account and returns what its
 // allowance says to do with the response: Send (RTOk, or RTNotConfigured
 // when the allowance is 0), or in debt what the slip counter says
-// (RTRateLimit). The caller counts the outcome.
-func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, s *stripe) (Action, RTReason) {
+// (RTRateLimit). The caller counts the outcome. decides is false when a
+// per-network limit already refused the response, whose refusal the
+// record of limited accounts then counts there, not here.
+func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, s *stripe, decides bool) (Action, RTReason) {
 	kind := LimitKind(t.AllowanceCategory)
 	l := r.limit(kind)
 	if !l.on() {
@@ -345,8 +360,8 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, s *stripe) (Ac
 	class, qtype, name := tupleKey(t)
 	key := r.hash.account(n, kind, class, qtype, name)
 	d := r.debitAccount(key, kind, now, l, s)
-	if r.record != nil && (d.edge || d.inDebt) {
-		r.noteLimited(n, t, key, kind, d, now)
+	if r.record != nil && (d.edge || d.inDebt && decides) {
+		r.noteLimited(n, t, key, kind, d, decides, now)
 	}
 	if d.edge && r.observer != nil {
 		r.reportEdge(n, t, key, kind, d.inDebt)

@@ -14,8 +14,10 @@ import (
 // Config.SetRecordLimited asks for one: a fixed array of recordPlaces
 // places, 192 KB, allocated by NewRRL. An
 // account takes a place when it starts an episode, and gives it up when
-// the episode ends on a Debit (or when Limited finds it ended otherwise); while it is in debt, each of its limited
-// responses (or refused requests) adds one to its place's count. A key may
+// the episode ends on a Debit (or when Limited finds it ended otherwise); while it is in debt, each
+// response it limited (or request it refused) adds one to its place's
+// count: a refusal counts at the one account whose limit decided it, even
+// when the response put two accounts in debt (see noteLimited). A key may
 // take one of recordWays places, whose keys and counts share one cache
 // line, so that counting reads and writes that line only. When all of them
 // are taken, a new episode takes the place of an account that is no
@@ -23,7 +25,20 @@ import (
 // the table lost), or else that of the one with the fewest refusals: the
 // record keeps the heaviest of the accounts being limited, at most
 // recordPlaces of them. Limited checks each account against the table,
-// which says whether it is still limited and how deep in debt.
+// which says whether its episode goes on and how deep in debt it is, and
+// reports only those in debt now.
+//
+// Limited now and a limiting episode differ on purpose. An account is
+// limited now while it is in debt (a request account, which sinks into
+// none: while it would refuse a request). Its episode, which the
+// observer's start and stop events bound (the log lines of an
+// integration), goes on until a Debit leaves it out of debt or
+// EndQuietEpisodes finds it quiet for the period asked (60 seconds in BIND
+// and the integrations), so that a flood that pauses is one episode, not a
+// start and a stop for every pause. An account back in
+// credit drops out of Limited at once, keeps its place and count while its
+// episode goes on, and is listed again, with the count of the whole
+// episode, if it goes into debt again before the episode ends.
 
 // recordPlaces is the number of accounts the record holds, and recordWays
 // the number of places one key may take.
@@ -61,13 +76,23 @@ type LimitedAccount struct {
 	// injected one, if set), to the coarse clock's millisecond.
 	Since time.Time
 
-	// Debt is how long the account would take to come out of debt if
-	// nothing more were charged to it: at most the window. It is 0 for
-	// the request limits, which sink into no debt.
+	// Debt is how long the account would take, if nothing more were
+	// charged to it, to come out of debt: at most the window for a
+	// response account (the response after that is sent once it has
+	// earned one response's worth); for a request account, which sinks
+	// into no debt, how long until it serves a request again, at most
+	// one request's interval. It is always above 0: an account back in
+	// credit is not reported.
 	Debt time.Duration
 
 	// Refused counts the responses the account limited (dropped or
-	// slipped), or the requests it refused, since its episode started.
+	// slipped), or the requests it refused, since its episode started:
+	// those whose refusal it decided. A response over all-per-second (or
+	// all-bytes-per-second) and its tuple's allowance at once counts at
+	// the per-network limit alone, which Debit applies first (RTAllLimit,
+	// RTAllBytesLimit), so that the counts of a network's accounts add up
+	// to the refusals it was given, each once. The tuple's account may
+	// then be reported in debt with fewer refusals, or none.
 	Refused int64
 }
 
@@ -108,11 +133,19 @@ func (c *Config) SetRecordLimited(on bool) { c.recordLimited = on }
 
 // noteLimited records what a Debit did to the account key, of the given
 // kind, of network n (and tuple t, nil for the per-network accounts), at
-// now: an episode that started or ended, or one more refusal.
-func (r *RRL) noteLimited(n network, t *ResponseTuple, key uint64, kind LimitKind, d debited, now int64) {
+// now: an episode that started or ended, or one more refusal. decides says
+// whether the account's debt decided the Debit's refusal: a response over
+// all-per-second and its tuple's allowance both is charged to both
+// accounts and goes into debt on both, but is one refusal, all-per-second's
+// (the first limit Debit applies), so that the refusals the record counts
+// for a network add up to those it was refused.
+func (r *RRL) noteLimited(n network, t *ResponseTuple, key uint64, kind LimitKind, d debited, decides bool, now int64) {
 	rec := r.record
 	if d.edge && d.inDebt {
-		r.startEpisode(rec, n, t, key, kind, now)
+		r.startEpisode(rec, n, t, key, kind, decides, now)
+		return
+	}
+	if !d.edge && !decides {
 		return
 	}
 	line, _ := rec.line(key)
@@ -131,9 +164,9 @@ func (r *RRL) noteLimited(n network, t *ResponseTuple, key uint64, kind LimitKin
 
 // startEpisode gives the account key a place in the record: its own if it
 // has one, else an empty one, else one whose account is no longer limited,
-// else the one with the fewest refusals. The first refusal is the Debit
-// that started the episode.
-func (r *RRL) startEpisode(rec *limitedRecord, n network, t *ResponseTuple, key uint64, kind LimitKind, now int64) {
+// else the one with the fewest refusals. The Debit that started the
+// episode is its first refusal if the account decided it (decides).
+func (r *RRL) startEpisode(rec *limitedRecord, n network, t *ResponseTuple, key uint64, kind LimitKind, decides bool, now int64) {
 	if key == 0 {
 		return // the empty place's key: never a hash in practice
 	}
@@ -146,7 +179,7 @@ func (r *RRL) startEpisode(rec *limitedRecord, n network, t *ResponseTuple, key 
 		// and then locks the entry, never pairs the new key with the
 		// old account's entry.
 		if line[w].key.CompareAndSwap(old, key) {
-			line[w].refused.Store(1)
+			line[w].refused.Store(b2u(decides))
 			e.key, e.kind, e.net, e.since = key, kind, n, now
 			e.class, e.qtype, e.name = 0, 0, ""
 			if t != nil {
@@ -176,7 +209,7 @@ func (r *RRL) recordVictim(rec *limitedRecord, line *recordLine, first int, key 
 		if line[w].key.Load() != k {
 			continue // being claimed
 		}
-		if _, live := r.accountDebt(k, kind, now); !live {
+		if _, live := r.accountTat(k, kind, now); !live {
 			return w, k
 		}
 		if fewestKey == 0 || line[w].refused.Load() < line[fewest].refused.Load() {
@@ -186,8 +219,11 @@ func (r *RRL) recordVictim(rec *limitedRecord, line *recordLine, first int, key 
 	return fewest, fewestKey
 }
 
-// Limited returns up to n of the accounts being limited now, in the given
-// order: the heaviest of those the record holds (see above). It reads the
+// Limited returns up to n of the accounts being limited now, those in
+// debt, in the given order: the heaviest of those the record holds (see
+// above). An account drops out once back in credit, though its episode
+// (and the observer's stop event) may last until EndQuietEpisodes ends it
+// (see the comment at the top of limited.go). It reads the
 // record once, at most 2,048 accounts, and looks each up in the table, so
 // it costs the same whatever the size of the table; it allocates only the
 // slice it returns, and Debits run on meanwhile. An account whose episode
@@ -221,10 +257,14 @@ func (r *RRL) Limited(n int, order LimitedOrder) []LimitedAccount {
 		if !ok {
 			continue // an episode moving in
 		}
-		debt, live := r.accountDebt(key, kind, now)
+		tat, live := r.accountTat(key, kind, now)
 		if !live {
 			place.key.CompareAndSwap(key, 0) // ended by a sweep, or its place lost
 			continue
+		}
+		debt := r.debtOf(tat, kind, a.Network.Bits(), now)
+		if debt <= 0 {
+			continue // back in credit: not limited now, though its episode goes on
 		}
 		a.Debt = time.Duration(debt)
 		a.Since = wall.Add(-time.Duration(now - since))
@@ -301,10 +341,10 @@ func (o LimitedOrder) compare(a, b LimitedAccount) int {
 	return cmp.Compare(a.LimitKind, b.LimitKind)
 }
 
-// accountDebt looks the account key, of the given kind, up in the table,
-// and returns its debt at now in nanoseconds and whether it is held and in
-// a limiting episode. It allocates nothing, not even a page of the table.
-func (r *RRL) accountDebt(key uint64, kind LimitKind, now int64) (int64, bool) {
+// accountTat looks the account key, of the given kind, up in the table,
+// and returns its tat (read at now) and whether it is held and in a
+// limiting episode. It allocates nothing, not even a page of the table.
+func (r *RRL) accountTat(key uint64, kind LimitKind, now int64) (int64, bool) {
 	ref, held := r.table.lookup(r.table.index(key), identOf(key, kind))
 	if !held {
 		return 0, false
@@ -313,7 +353,49 @@ func (r *RRL) accountDebt(key uint64, kind LimitKind, now int64) (int64, bool) {
 	if !ok || !v.limited() {
 		return 0, false
 	}
-	return max(v.tat(now)-now, 0), true
+	return v.tat(now), true
+}
+
+// debtOf returns the debt at now, in nanoseconds, of an account of the
+// given kind whose tat is tat: how long it takes to admit again if nothing
+// more is charged (see LimitedAccount.Debt). A response account is in debt
+// until its tat; a request account, never charged past now, refuses until
+// it has earned a request's interval, which for a request prefix is that
+// of the prefix of bits bits, all as qps-scale scales them now.
+func (r *RRL) debtOf(tat int64, kind LimitKind, bits int, now int64) int64 {
+	if !kind.Request() {
+		return tat - now
+	}
+	return tat + r.requestInterval(kind, bits) - now
+}
+
+// requestInterval returns the interval of a request account of the given
+// kind, of a request prefix of bits bits for the prefix kinds: 0 if no
+// such limit is on.
+func (r *RRL) requestInterval(kind LimitKind, bits int) int64 {
+	fam := 0
+	switch kind {
+	case LimitIPv6RequestPrefixes:
+		fam = 1
+	case LimitIPv4RequestPrefixes:
+	default:
+		return r.limit(kind).interval
+	}
+	lv := &r.scaledProtection().levels[fam]
+	for i := range lv.level[:lv.n] {
+		if int(lv.level[i].bits) == bits {
+			return lv.level[i].limit.interval
+		}
+	}
+	return 0
+}
+
+// b2u is 1 for true, 0 for false.
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // lookup returns the account with ident id in set i if the table holds it.

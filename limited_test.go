@@ -81,18 +81,149 @@ func TestLimitedDropsEndedEpisodes(t *testing.T) {
 		t.Fatalf("%d accounts limited, want 2", n)
 	}
 	clock.Advance(2 * time.Second)
-	// The first ends its episode on a Debit; the second by a sweep.
+	// The first ends its episode on a Debit; the second, out of debt too,
+	// is not limited now, though its episode lasts until a sweep.
 	if got := debitN(r, udp("192.0.2.1"), answer("a.example."), 1); got.send != 1 {
 		t.Fatalf("not sent after the window: %+v", got)
 	}
-	if l := r.Limited(10, ByDebt); len(l) != 1 || l[0].Network.Addr() != netip.MustParseAddr("198.51.100.0") {
-		t.Fatalf("Limited = %+v, want 198.51.100.0/24 alone", l)
+	if l := r.Limited(10, ByDebt); len(l) != 0 {
+		t.Fatalf("Limited = %+v, want none: both are out of debt", l)
 	}
 	if n := r.EndQuietEpisodes(time.Second); n != 1 {
-		t.Fatalf("EndQuietEpisodes ended %d, want 1", n)
+		t.Fatalf("EndQuietEpisodes ended %d, want 1, 198.51.100.0/24's", n)
 	}
 	if l := r.Limited(10, ByDebt); len(l) != 0 {
 		t.Errorf("Limited = %+v after every episode ended, want none", l)
+	}
+}
+
+// TestLimitedDropsAccountsBackInCredit: an account leaves Limited as soon
+// as it is out of debt, while its episode goes on until a quiet period of
+// 60 seconds ends it, as the log lines have it; in debt again within the
+// episode, it is listed again with the count of the whole episode.
+func TestLimitedDropsAccountsBackInCredit(t *testing.T) {
+	clock := newTestClock()
+	r := recordingRRL(t, clock, "responses-per-second", "5", "window", "15")
+	src, tuple := udp("192.0.2.1"), answer("a.example.")
+	debitN(r, src, tuple, 10) // 5 refused: 1 s of debt
+	if l := r.Limited(10, ByDebt); len(l) != 1 || l[0].Debt != time.Second || l[0].Refused != 5 {
+		t.Fatalf("Limited = %+v, want one account, 1s of debt, 5 refused", l)
+	}
+	clock.Advance(999 * time.Millisecond)
+	if l := r.Limited(10, ByDebt); len(l) != 1 || l[0].Debt != time.Millisecond {
+		t.Fatalf("1 ms before the debt is paid: %+v, want the account, 1ms of debt", l)
+	}
+	clock.Advance(time.Millisecond)
+	if l := r.Limited(10, ByDebt); len(l) != 0 {
+		t.Errorf("Limited = %+v once out of debt, want none", l)
+	}
+	if n := r.EndQuietEpisodes(60 * time.Second); n != 0 {
+		t.Errorf("EndQuietEpisodes(60s) ended %d episodes 0 s after the debt was paid, want none", n)
+	}
+	clock.Advance(100 * time.Millisecond)               // half a response earned
+	if got := debitN(r, src, tuple, 1); got.send != 0 { // in debt again: the episode goes on
+		t.Fatalf("sent %+v with half a response's credit", got)
+	}
+	if l := r.Limited(10, ByDebt); len(l) != 1 || l[0].Refused != 6 || l[0].Debt != 100*time.Millisecond {
+		t.Errorf("Limited = %+v, want the account again, 6 refused in its episode, 100ms of debt", l)
+	}
+	clock.Advance(time.Minute + 100*time.Millisecond)
+	if n := r.EndQuietEpisodes(60 * time.Second); n != 1 {
+		t.Errorf("EndQuietEpisodes(60s) ended %d episodes a minute after the debt was paid, want 1", n)
+	}
+}
+
+// TestLimitedRequestDebt: a request account, which sinks into no debt, is
+// reported with the time until it serves a request again, and leaves
+// Limited then; a request prefix's account with its own prefix's.
+func TestLimitedRequestDebt(t *testing.T) {
+	clock := newTestClock()
+	r := recordingRRL(t, clock, "requests-per-second", "2", "ipv4-request-prefixes", "16:4")
+	src := v4src(1, 2)
+	for range 5 {
+		r.DebitRequestAddr(src, true, false) // 2 served, 3 refused at /24
+	}
+	for c := range 5 {
+		r.DebitRequestAddr(v4src(1, 10+c), true, false) // 2 more served at /16, 3 refused by it
+	}
+	l := r.Limited(10, ByDebt)
+	if len(l) != 2 {
+		t.Fatalf("Limited = %+v, want the /24's and the /16's request accounts", l)
+	}
+	// Each has spent its credit: the next request is served once an
+	// interval has passed, 500 ms at 2/s and 250 ms at 4/s.
+	want := map[LimitKind]struct {
+		net  string
+		debt time.Duration
+	}{LimitRequests: {"10.1.2.0/24", 500 * time.Millisecond}, LimitIPv4RequestPrefixes: {"10.1.0.0/16", 250 * time.Millisecond}}
+	for _, a := range l {
+		if w := want[a.LimitKind]; a.Network.String() != w.net || a.Debt != w.debt || a.Refused != 3 {
+			t.Errorf("%+v: want %s, %v until it serves again, 3 refused", a, w.net, w.debt)
+		}
+	}
+	clock.Advance(300 * time.Millisecond)
+	if l := r.Limited(10, ByDebt); len(l) != 1 || l[0].LimitKind != LimitRequests || l[0].Debt != 200*time.Millisecond {
+		t.Errorf("300 ms later: %+v, want the /24's account alone, 200ms left", l)
+	}
+	clock.Advance(200 * time.Millisecond)
+	if l := r.Limited(10, ByDebt); len(l) != 0 {
+		t.Errorf("500 ms later: %+v, want none: each would serve a request", l)
+	}
+	if act, _ := r.DebitRequestAddr(src, true, false); act != Send {
+		t.Errorf("a request from %v after 500 ms: %v, want it served", src, act)
+	}
+}
+
+// TestLimitedCountsEachRefusalOnce floods one network under two accounts
+// at once, responses-per-second (two names) and all-per-second: every
+// response refused is counted once, at the limit that decided it, so that
+// the counts Limited gives add up to the drops and slips Debit returned,
+// and agree with Stats, limit by limit.
+func TestLimitedCountsEachRefusalOnce(t *testing.T) {
+	clock := newTestClock()
+	r := recordingRRL(t, clock, "responses-per-second", "5", "all-per-second", "8")
+	src := udp("192.0.2.7")
+	names := [2]*ResponseTuple{answer("a.example."), answer("b.example.")}
+	var refused, byAll, byTuple [2]int // by name
+	debit := func(i int) {
+		act, _, rtr := r.Debit(src, names[i])
+		if act != Send {
+			refused[i]++
+		}
+		switch rtr {
+		case RTAllLimit:
+			byAll[i]++
+		case RTRateLimit:
+			byTuple[i]++
+		}
+	}
+	// 2 s of a.example. at 7/s: over its allowance, not over all-per-second.
+	for range 14 {
+		debit(0)
+		clock.Advance(time.Second / 7)
+	}
+	// Then 100 queries at once, alternating: over both.
+	for i := range 100 {
+		debit(i % 2)
+	}
+	total := refused[0] + refused[1]
+	if byTuple[0] == 0 || byAll[0]+byAll[1] == 0 || byAll[0]+byAll[1]+byTuple[0]+byTuple[1] != total {
+		t.Fatalf("refused %v: by all-per-second %v, by responses-per-second %v; want both limits to refuse, and nothing else", refused, byAll, byTuple)
+	}
+	sum, perKind := int64(0), map[LimitKind]int64{}
+	for _, a := range r.Limited(10, ByRefused) {
+		sum += a.Refused
+		perKind[a.LimitKind] += a.Refused
+	}
+	if sum != int64(total) {
+		t.Errorf("Limited sums %d refusals, want %d, the responses refused (each once)", sum, total)
+	}
+	if perKind[LimitAll] != int64(byAll[0]+byAll[1]) || perKind[LimitResponses] != int64(byTuple[0]+byTuple[1]) {
+		t.Errorf("Limited counts %v, want all-per-second %d, responses-per-second %d", perKind, byAll[0]+byAll[1], byTuple[0]+byTuple[1])
+	}
+	st := r.GetStats(false)
+	if st.Actions[Drop]+st.Actions[Slip] != sum || st.RTReasons[RTAllLimit] != perKind[LimitAll] || st.RTReasons[RTRateLimit] != perKind[LimitResponses] {
+		t.Errorf("Stats %v disagree with Limited's counts %v", st, perKind)
 	}
 }
 
@@ -120,8 +251,8 @@ func TestLimitedNetworkAccounts(t *testing.T) {
 		t.Errorf("kinds %v and %v, want requests-per-second and all-per-second", l[0].LimitKind, l[1].LimitKind)
 	}
 	for _, a := range l {
-		if a.LimitKind == LimitRequests && a.Debt != 0 {
-			t.Errorf("request account in debt %v: it sinks into none", a.Debt)
+		if a.LimitKind == LimitRequests && a.Debt != 500*time.Millisecond {
+			t.Errorf("request account serves again in %v, want 500ms, an interval", a.Debt)
 		}
 	}
 }

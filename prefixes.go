@@ -287,13 +287,13 @@ func (r *RRL) chargeLevel(whole *network, bits uint8, key uint64, kind LimitKind
 			v, refused := old.requestCharged(now, l)
 			if ref.store(old, v) {
 				if edge := v.limited() != old.limited(); edge || refused {
-					r.noteCharge(whole, bits, key, kind, debited{refused, Send, edge}, now)
+					r.noteChargeBy(whole, bits, key, kind, debited{refused, Send, edge}, true, now)
 				}
 				return refused
 			}
 		}
 	}
-	return r.chargeKey(whole, bits, key, kind, l, now, s)
+	return r.chargeKey(whole, bits, key, kind, l, now, s, true)
 }
 
 // refund gives back to a request account the request charged to it: it
@@ -355,8 +355,9 @@ func (n network) masked(bits uint8) network {
 // nocookie-udp-size when the response is too long to go) and reports
 // whether it is in debt. Like all-per-second it charges every response,
 // sent or not, so that the network of a victim stays limited for as long
-// as a flood lasts.
-func (r *RRL) chargeBytes(n network, p *protection, size int, now int64, s *stripe) bool {
+// as a flood lasts. decides is false when all-per-second already refused
+// the response (see noteLimited).
+func (r *RRL) chargeBytes(n network, p *protection, size int, now int64, s *stripe, decides bool) bool {
 	if size <= 0 {
 		size = UnknownResponseSize
 	}
@@ -365,7 +366,7 @@ func (r *RRL) chargeBytes(n network, p *protection, size int, now int64, s *stri
 	}
 	cost := max(int64(float64(size)*p.nsPerByte), 1)
 	key := r.hash.account(n, LimitAllBytes, 0, 0, "")
-	return r.chargeKey(&n, n.bits, key, LimitAllBytes, limitOf(cost, r.cfg.window), now, s)
+	return r.chargeKey(&n, n.bits, key, LimitAllBytes, limitOf(cost, r.cfg.window), now, s, decides)
 }
 
 // tooLarge reports whether a UDP response of size bytes is longer than

@@ -97,6 +97,7 @@ func (r *RRL) GetStats(zeroAfter bool) Stats {
 	}
 	// Counted once, as reasons; the fields say the same by name.
 	sum.AllBytesDrops, sum.TooLarge = sum.RTReasons[RTAllBytesLimit], sum.RTReasons[RTTooLarge]
+	sum.RequestPrefixLengths = r.cfg.prefixLengths()
 	return sum
 }
 

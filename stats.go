@@ -29,6 +29,10 @@ type Stats struct {
 	// ipv4-request-prefixes or ipv6-request-prefixes. They are among the
 	// drops with IPRateLimit.
 	RequestPrefixDrops [2][MaxRequestPrefixes]int64
+	// RequestPrefixLengths is the length of the pair whose refusals each
+	// place of RequestPrefixDrops counts, from the Config (0: no pair
+	// there), so that String can name them. GetStats fills it in.
+	RequestPrefixLengths [2][MaxRequestPrefixes]int
 	// AllBytesDrops counts the responses dropped for all-bytes-per-second
 	// (RTAllBytesLimit), TooLarge those longer than nocookie-udp-size that
 	// went as truncated replies (RTTooLarge).
@@ -46,7 +50,10 @@ func (s *Stats) Copy(zeroAfter bool) Stats {
 }
 
 // Add adds the counters of from to s. CacheLength is added too, so that the
-// sum over several RRLs is the total number of accounts they hold.
+// sum over several RRLs is the total number of accounts they hold. A place
+// of RequestPrefixLengths that s has not set takes from's length; one
+// where the two differ is set to -1, a length unknown, since its count
+// then sums the refusals of different prefixes.
 func (s *Stats) Add(from *Stats) {
 	for i, v := range from.RPS {
 		s.RPS[i] += v
@@ -65,6 +72,13 @@ func (s *Stats) Add(from *Stats) {
 	for f := range s.RequestPrefixDrops {
 		for i, v := range from.RequestPrefixDrops[f] {
 			s.RequestPrefixDrops[f][i] += v
+		}
+		for i, bits := range from.RequestPrefixLengths[f] {
+			if mine := &s.RequestPrefixLengths[f][i]; *mine == 0 {
+				*mine = bits
+			} else if bits != 0 && bits != *mine {
+				*mine = -1
+			}
 		}
 	}
 	s.AllBytesDrops += from.AllBytesDrops
@@ -100,7 +114,11 @@ func (s *Stats) countN(cat AllowanceCategory, act Action, ipr IPReason, rtr RTRe
 // String returns the counters on one line, each with its label (the
 // identifier without its type's prefix), in the order of the fields:
 //
-//	RPS Answer 3 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 2 Drop 1 Slip 1; IPReasons Ok 0 NotConfigured 4 ...; RTReasons Ok 2 ...; CacheLength 2; Evictions 0; RequestPrefixDrops IPv4 [0 3 0 0] IPv6 [0 0 0 0]; AllBytesDrops 0; TooLarge 0
+//	RPS Answer 3 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 2 Drop 1 Slip 1; IPReasons Ok 0 NotConfigured 4 ...; RTReasons Ok 2 ...; CacheLength 2; Evictions 0; RequestPrefixDrops IPv4 [/24 0 /18 3] IPv6 []; AllBytesDrops 0; TooLarge 0
+//
+// The request prefixes' drops are named by length (RequestPrefixLengths),
+// in the order of the pairs configured; a place with refusals and no
+// length known shows "/?".
 func (s Stats) String() string {
 	var b strings.Builder
 	group := func(label string, counts []int64, name func(int) string, prefix string) {
@@ -114,7 +132,41 @@ func (s Stats) String() string {
 	group("Actions", s.Actions[:], func(i int) string { return Action(i).String() }, "")
 	group("IPReasons", s.IPReasons[:], func(i int) string { return IPReason(i).String() }, "IP")
 	group("RTReasons", s.RTReasons[:], func(i int) string { return RTReason(i).String() }, "RT")
-	fmt.Fprintf(&b, "CacheLength %d; Evictions %d; RequestPrefixDrops IPv4 %v IPv6 %v; AllBytesDrops %d; TooLarge %d",
-		s.CacheLength, s.Evictions, s.RequestPrefixDrops[0], s.RequestPrefixDrops[1], s.AllBytesDrops, s.TooLarge)
+	fmt.Fprintf(&b, "CacheLength %d; Evictions %d; RequestPrefixDrops IPv4 %s IPv6 %s; AllBytesDrops %d; TooLarge %d",
+		s.CacheLength, s.Evictions, s.prefixDrops(0), s.prefixDrops(1), s.AllBytesDrops, s.TooLarge)
 	return b.String()
+}
+
+// prefixDrops writes the drops of family fam's request prefixes, each
+// after its length: "[/24 0 /18 3]", "[]" for none.
+func (s *Stats) prefixDrops(fam int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, n := range s.RequestPrefixDrops[fam] {
+		bits := s.RequestPrefixLengths[fam][i]
+		if bits == 0 && n == 0 {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteByte(' ')
+		}
+		if bits > 0 {
+			fmt.Fprintf(&b, "/%d %d", bits, n)
+		} else {
+			fmt.Fprintf(&b, "/? %d", n)
+		}
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// prefixLengths returns the lengths of the request prefixes configured, by
+// family and place, for Stats.RequestPrefixLengths.
+func (c *Config) prefixLengths() (lengths [2][MaxRequestPrefixes]int) {
+	for fam := range c.prefixes {
+		for i, p := range c.prefixes[fam][:c.prefixCount[fam]] {
+			lengths[fam][i] = p.Bits
+		}
+	}
+	return lengths
 }
