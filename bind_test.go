@@ -13,9 +13,8 @@ import (
 // counts that test expects for each name and for the server's dropped and
 // truncated statistics. BIND's test lets each of those counts differ by
 // one from what it expects; here every count must be exact. Its closing
-// checks (ns4's log-only "would limit" line, a large
-// TXT answer, a configuration named must refuse) count nothing and are
-// not replayed.
+// checks (ns4's log-only "would limit" line, a large TXT answer, a
+// configuration named must refuse) count nothing and are not replayed.
 func TestBINDSystemTest(t *testing.T) {
 	clock := newTestClock()
 	r := newTestRRL(t, clock,
