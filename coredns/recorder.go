@@ -1,6 +1,10 @@
 package rrl
 
 import (
+	"slices"
+
+	"github.com/coredns/coredns/plugin/pkg/edns"
+	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 
 	"github.com/dnsrrl/rrl/miekgrrl"
@@ -130,20 +134,65 @@ func (rec *recorder) withCookie(m *dns.Msg) *dns.Msg {
 	return rec.ck.Reply(m, false)
 }
 
-// measured readies the held UDP response for measuring, and returns the
-// most bytes of it that go out. It puts into msg the server cookie that
-// send would add (send then writes msg as it is), so that the cookie is
-// made once and counts in msg's length; the most is the client's UDP
-// buffer, to which CoreDNS's ScrubWriter, below the recorder, truncates
-// the response: 512 bytes without EDNS, else the size EDNS advertises in
-// the request r.
+// measured readies the held UDP response for measuring, and returns its
+// length as it will go out, as far as rrl can know it. It puts into msg the
+// server cookie that send would add (send then writes msg as it is), so
+// that the cookie is made once and counts in msg's length. Then it
+// measures what CoreDNS's ScrubWriter, below every plugin, makes of msg
+// (see onWire). What plugins above rrl add later (the nsid plugin's
+// option) it cannot see: deliver charges that once the message has gone.
 func (rec *recorder) measured(r *dns.Msg) int {
 	if rec.msg != nil && !rec.cookied && rec.state == held {
 		rec.msg, rec.cookied = rec.withCookie(rec.msg), true
 	}
-	buf := dns.MinMsgSize
-	if opt := r.IsEdns0(); opt != nil {
-		buf = max(buf, int(opt.UDPSize()))
+	return onWire(request.Request{Req: r, W: rec.ResponseWriter}, rec.msg)
+}
+
+// onWire returns the length of m once the server's writer
+// (request.ScrubWriter) has done its work on it, without changing m or its
+// records: the request's OPT record, with the options CoreDNS copies, for a
+// response that has none (SizeAndDo), then the truncation to the client's
+// buffer, 512 bytes without EDNS (Scrub).
+func onWire(state request.Request, m *dns.Msg) int {
+	out := *m // Truncate reslices the sections of its copy, never their arrays
+	out.Extra = slices.Clone(m.Extra)
+	if o := state.Req.IsEdns0(); o != nil && m.IsEdns0() == nil {
+		opt := &dns.OPT{Hdr: o.Hdr}
+		for _, e := range o.Option {
+			if edns.SupportedOption(e.Option()) {
+				opt.Option = append(opt.Option, e)
+			}
+		}
+		out.Extra = append(out.Extra, opt)
 	}
-	return buf
+	state.Scrub(&out)
+	return out.Len()
+}
+
+// capBuffer lowers the UDP payload size that the request r advertises to
+// size, if it advertises more, and returns what it advertised (0 when it
+// was left alone) for restoreBuffer. The server's writer truncates every
+// response to the buffer the request advertises (at least 512 bytes), and
+// it sits below every plugin: so a response written while the buffer is
+// lowered leaves no longer than size, whatever plugins above rrl added to
+// it after rrl decided. BIND applies nocookie-udp-size so, as the buffer
+// of a client without a server cookie; CoreDNS's bufsize plugin changes
+// requests so too.
+func capBuffer(r *dns.Msg, size int) uint16 {
+	size = max(size, dns.MinMsgSize) // the server reads less as 512 (RFC 6891)
+	o := r.IsEdns0()
+	if o == nil || int(o.UDPSize()) <= size {
+		return 0
+	}
+	was := o.UDPSize()
+	o.SetUDPSize(uint16(size))
+	return was
+}
+
+// restoreBuffer gives r back the buffer size that capBuffer lowered: the
+// plugins that keep the request (a cache's prefetch) see it as it came.
+func restoreBuffer(r *dns.Msg, was uint16) {
+	if was != 0 {
+		r.IsEdns0().SetUDPSize(was)
+	}
 }

@@ -32,6 +32,8 @@ type RRL struct {
 	limiter    *core.RRL
 	active     bool // some allowance is set; otherwise the plugin stands aside
 	sized      bool // nocookie-udp-size or all-bytes-per-second needs each response's length
+	noCookie   int  // nocookie-udp-size, 0 when off
+	bytesRated bool // all-bytes-per-second is on: bytes added above rrl are charged after
 	reportOnly bool
 	traced     bool // the block has the trace plugin, which needs spans
 	cookies    *miekgrrl.Cookies
@@ -89,6 +91,8 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	h.limiter = h.shared.limiter
 	h.stats.limiter = h.limiter
 	h.sized = h.limiter.NeedsResponseSize()
+	h.noCookie = h.limiter.NoCookieUDPSize()
+	h.bytesRated = cfg.AllBytesPerSecond() > 0
 	return h
 }
 
@@ -166,16 +170,16 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	if rec.msg == nil {
 		return rcode, err // the chain wrote nothing we could read
 	}
-	maxSize := 0
+	size := 0
 	if h.sized && udp && !proven {
 		// Only the protections that weigh responses need the length as
 		// it will go out: with its server cookie (made ahead of the
-		// decision) and cut to the client's buffer.
-		maxSize = rec.measured(r)
+		// decision), its OPT record and cut to the client's buffer.
+		size = rec.measured(r)
 	}
-	act, rtr := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, maxSize, cookie, rec.ctx.wildcardOrigin(ctx))
+	act, rtr := h.account(server, zone, client, udp, rec.state == held, r, rec.msg, size, cookie, rec.ctx.wildcardOrigin(ctx))
 	if rec.state == held {
-		h.deliver(rec, act, rtr, &ck)
+		h.deliver(rec, r, client, act, rtr, &ck, size)
 		if !plugin.ClientWrite(rcode) {
 			// We wrote (or dropped) the response: an error rcode would make
 			// the server write another one, unlimited.
@@ -198,9 +202,10 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 
 // account charges resp to the client's accounts, after its request was
 // charged, records the outcome in the metrics, and returns the decision
-// and its reason. When maxSize is not 0, the tuple's Size is resp's
-// length cut to maxSize bytes: all-bytes-per-second charges it and
-// nocookie-udp-size compares it; otherwise it is left unknown, unmeasured. A response to a request with a valid server cookie is not
+// and its reason. When size is not 0 it is resp's length as it goes out
+// (recorder.measured), the tuple's Size: all-bytes-per-second charges it
+// and nocookie-udp-size compares it; otherwise Size is left unknown,
+// unmeasured. A response to a request with a valid server cookie is not
 // charged: its source address is proven, so it cannot be part of a
 // reflection.
 //
@@ -209,7 +214,7 @@ func (h *RRL) next(ctx context.Context, rec *recorder, r *dns.Msg) (int, error) 
 // held (bytes passed through) has already been written: it is still
 // charged, so that its network's account sees the whole load, but it is
 // counted as sent whatever the limiter says.
-func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, maxSize int, cookie miekgrrl.CookieState, wildcard string) (core.Action, core.RTReason) {
+func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool, r, resp *dns.Msg, size int, cookie miekgrrl.CookieState, wildcard string) (core.Action, core.RTReason) {
 	if cookie == miekgrrl.CookieValid {
 		h.stats.cookieExempt(server, zone)
 		return core.Send, core.RTNotReached
@@ -219,9 +224,7 @@ func (h *RRL) account(server string, zone int, client netip.Addr, udp, held bool
 		h.stats.count(server, zone, tuple.AllowanceCategory, core.Send, core.RTNotUDP)
 		return core.Send, core.RTNotUDP
 	}
-	if maxSize > 0 {
-		tuple.Size = min(resp.Len(), maxSize)
-	}
+	tuple.Size = size
 	act, _, rtr := h.limiter.DebitResponseAddr(client, true, &tuple) // errors never slip (core)
 	if !held {
 		act = core.Send
@@ -243,8 +246,9 @@ func abort(w dns.ResponseWriter, server string, udp bool) {
 	}
 }
 
-// deliver sends what act says for a held response. In report-only mode
-// everything is sent: the metrics and logs alone tell what would have been.
+// deliver sends what act says for a held response to the request r from
+// client. In report-only mode everything is sent: the metrics and logs
+// alone tell what would have been.
 //
 // A response too long for nocookie-udp-size (RTTooLarge) goes as a
 // truncated reply that carries a fresh server cookie when the client sent
@@ -252,18 +256,34 @@ func abort(w dns.ResponseWriter, server string, udp bool) {
 // TCP, and one that keeps cookies may retry over UDP with the cookie
 // instead; either way it gets the whole answer. BADCOOKIE is an error,
 // on which a client may give up.
-func (h *RRL) deliver(rec *recorder, act core.Action, rtr core.RTReason, ck *miekgrrl.RequestCookie) {
+//
+// size is the response's length as measured for the decision, 0 when it
+// was not (TCP, a proven client, no limit that weighs responses). Plugins
+// above rrl may still add to it (the nsid plugin's option, for one), so
+// while it is written the request's buffer is capped at
+// nocookie-udp-size (capBuffer), and the bytes it came to beyond size are
+// charged to all-bytes-per-second once it has gone (the server's writers
+// change the message in place, so its length then is what went out).
+func (h *RRL) deliver(rec *recorder, r *dns.Msg, client netip.Addr, act core.Action, rtr core.RTReason, ck *miekgrrl.RequestCookie, size int) {
 	if h.reportOnly {
 		act = core.Send
+	}
+	var was uint16
+	if size > 0 && h.noCookie > 0 {
+		was = capBuffer(r, h.noCookie)
 	}
 	switch {
 	case act == core.Send:
 		rec.send(rec.msg)
+		if size > 0 && h.bytesRated {
+			h.limiter.DebitSentBytes(client, rec.msg.Len()-size)
+		}
 	case act == core.Slip && rtr == core.RTTooLarge:
 		rec.ResponseWriter.WriteMsg(ck.TooLargeReply(rec.msg))
 	case act == core.Slip:
 		rec.ResponseWriter.WriteMsg(ck.SlipReply(rec.msg))
 	}
+	restoreBuffer(r, was)
 }
 
 // matchZone returns the index in h.Zones of the longest zone that contains
