@@ -28,9 +28,25 @@ import (
 //
 // Neither names a client in a metric label: the record is bounded, and the
 // endpoint and the log line are read only when asked for or once a period.
+//
+// Both list the accounts in debt now (core.RRL.Limited), each with the
+// refusals its limit decided, so that a network's counts add up to what it
+// was refused. The start and stop lines (log.go) follow episodes instead,
+// which end only after 60 quiet seconds (quietPeriod): a network is out of
+// the status and the summary as soon as it is back in credit, and logged
+// as no longer limited up to a minute later.
+//
+// The listener is for an operator's tools, and bounded so that it cannot
+// be turned against the server (statusLimits): a few connections at a
+// time, each request read within a few seconds. Bound to an address
+// beyond loopback (":9154" binds every interface), it is logged with a
+// warning, since it names clients.
 
 // statusPath is where the status endpoint serves the limited accounts.
 const statusPath = "/rrl/limited"
+
+// statusLimits bounds every status listener (a variable for the tests).
+var statusLimits = miekgrrl.DefaultStatusLimits
 
 // log-limited's bounds: the period, and how many networks a line names.
 const (
@@ -268,6 +284,7 @@ var statusListeners = &listeners{m: map[string]*statusListener{}}
 // statusListener is one status endpoint and the blocks it serves.
 type statusListener struct {
 	srv    *http.Server
+	bound  net.Addr // the address listened on, its port chosen if :0
 	mu     sync.Mutex
 	blocks map[*ops]statusBlock
 }
@@ -282,11 +299,14 @@ func (l *listeners) add(addr string, o *ops, b statusBlock) error {
 		if err != nil {
 			return fmt.Errorf("status %s: %v", addr, err)
 		}
-		s = &statusListener{blocks: map[*ops]statusBlock{}}
+		if miekgrrl.StatusExposed(ln.Addr()) {
+			log.Warningf("status %s listens on %s, which is not a loopback address: the endpoint names the clients being limited, "+
+				"so anyone who can reach it learns them; give a loopback or management address, such as 127.0.0.1:PORT", addr, ln.Addr())
+		}
+		s = &statusListener{bound: ln.Addr(), blocks: map[*ops]statusBlock{}}
 		mux := http.NewServeMux()
 		mux.Handle(statusPath, s)
-		s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
-		go s.srv.Serve(ln)
+		s.srv = miekgrrl.ServeStatus(ln, mux, statusLimits)
 		l.m[addr] = s
 	}
 	s.mu.Lock()

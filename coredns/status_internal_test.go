@@ -1,12 +1,19 @@
 package rrl
 
 import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	core "github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/miekgrrl"
 )
 
 func TestParseStatusAndLogLimited(t *testing.T) {
@@ -115,5 +122,129 @@ func TestStatusServesNewestBlock(t *testing.T) {
 	got := s.current()
 	if len(got) != 2 || got[0].zones[0] != "a.test." || got[1].zones[0] != "b.test." || got[1].seq != 2 {
 		t.Errorf("current() = %+v, want a.test. then b.test. of seq 2", got)
+	}
+}
+
+// openStatus opens a status listener at addr within lim, serving one block
+// with nothing limited, until the test ends.
+func openStatus(t *testing.T, addr string, lim miekgrrl.StatusLimits) *statusListener {
+	t.Helper()
+	old := statusLimits
+	statusLimits = lim
+	t.Cleanup(func() { statusLimits = old })
+	o := new(ops)
+	if err := statusListeners.add(addr, o, statusBlock{zones: []string{"example.org."}, limiter: core.NewRRL(nil)}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { statusListeners.remove(addr, o) })
+	statusListeners.mu.Lock()
+	defer statusListeners.mu.Unlock()
+	return statusListeners.m[addr]
+}
+
+// halfRequest opens a connection to s and sends a request's first line
+// and no more.
+func halfRequest(t *testing.T, s *statusListener) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.bound.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "GET "+statusPath+" HTTP/1.1\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestStatusListenerCapsConnections: with two connections held open by
+// half-sent requests, a third complete request is not answered; once one
+// of the two closes, it is.
+func TestStatusListenerCapsConnections(t *testing.T) {
+	s := openStatus(t, "127.0.0.1:0", miekgrrl.StatusLimits{MaxConns: 2, ReadTimeout: time.Minute})
+	held := []net.Conn{halfRequest(t, s), halfRequest(t, s)}
+	c, err := net.Dial("tcp", s.bound.String()) // the kernel completes it; the server does not take it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET "+statusPath+" HTTP/1.1\r\nHost: status\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := r.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a third connection beyond the cap of 2 was answered (read: %v)", err)
+	}
+	held[0].Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("no answer once a slot was free: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("status %s, want 200 OK", resp.Status)
+	}
+}
+
+// TestStatusListenerClosesHalfSentRequests: a connection that sends half a
+// request is closed after the read timeout, which frees its slot.
+func TestStatusListenerClosesHalfSentRequests(t *testing.T) {
+	s := openStatus(t, "127.0.0.1:0", miekgrrl.StatusLimits{MaxConns: 1, ReadTimeout: 100 * time.Millisecond})
+	c := halfRequest(t, s)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second)) // far beyond the timeout: only the server's close ends the read
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("the half-sent request's connection was not closed by the server: %v", err)
+	}
+	// Its slot is free again: the one slot serves a complete request.
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + s.bound.String() + statusPath)
+	if err != nil {
+		t.Fatalf("after the timeout: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("status %s, want 200 OK", resp.Status)
+	}
+}
+
+// TestStatusWarnsBeyondLoopback: a status listener bound to every
+// interface is logged with a warning, one on loopback is not.
+func TestStatusWarnsBeyondLoopback(t *testing.T) {
+	lb := captureLog(t)
+	openStatus(t, "127.0.0.1:0", miekgrrl.DefaultStatusLimits)
+	if strings.Contains(lb.String(), "[WARNING]") {
+		t.Errorf("a loopback listener was warned of: %s", lb)
+	}
+	openStatus(t, ":0", miekgrrl.DefaultStatusLimits) // every interface; nothing is sent to it
+	if out := lb.String(); !strings.Contains(out, "[WARNING] plugin/rrl: status :0 listens on ") ||
+		!strings.Contains(out, "not a loopback address") {
+		t.Errorf("no warning for a listener on every interface; the log:\n%s", out)
+	}
+}
+
+// TestStatusListenerClosesIdleConnections: a kept-alive connection that
+// asks nothing more is closed after the idle timeout.
+func TestStatusListenerClosesIdleConnections(t *testing.T) {
+	s := openStatus(t, "127.0.0.1:0", miekgrrl.StatusLimits{MaxConns: 1, ReadTimeout: time.Minute, IdleTimeout: 100 * time.Millisecond})
+	c, err := net.Dial("tcp", s.bound.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET "+statusPath+" HTTP/1.1\r\nHost: status\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second)) // far beyond the timeout: only the server's close ends the read
+	r := bufio.NewReader(c)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Errorf("the idle connection was not closed by the server: %v", err)
 	}
 }

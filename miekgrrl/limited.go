@@ -3,9 +3,13 @@ package miekgrrl
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/dnsrrl/rrl"
@@ -85,8 +89,8 @@ type LimitedJSON struct {
 	Type        string    `json:"type,omitempty"` // "A"
 	Class       string    `json:"class,omitempty"`
 	Since       time.Time `json:"since"`        // when the episode started
-	DebtSeconds float64   `json:"debt_seconds"` // how long until it is out of debt if nothing more is charged
-	Refused     int64     `json:"refused"`      // responses dropped or slipped, or requests refused, since
+	DebtSeconds float64   `json:"debt_seconds"` // how long until it admits again if nothing more is charged (rrl.LimitedAccount.Debt): above 0
+	Refused     int64     `json:"refused"`      // responses dropped or slipped, or requests refused, since; each counted at the one limit that decided it
 }
 
 // NewLimitedJSON returns the JSON form of accounts; never nil, so that
@@ -116,4 +120,115 @@ func writeJSON(w http.ResponseWriter, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v) // an error is the client's going away
+}
+
+// A status endpoint names the clients being limited, and its server must
+// not become a way to exhaust the DNS server's descriptors and memory: a
+// client that opens connections and sends half a request would otherwise
+// hold a descriptor and a goroutine each for as long as it likes.
+// ServeStatus bounds both.
+
+// StatusLimits bounds a status endpoint's server (see ServeStatus).
+type StatusLimits struct {
+	// MaxConns is how many connections it serves at once. Further
+	// connections wait in the kernel's listen queue, unaccepted, until one
+	// closes.
+	MaxConns int
+	// ReadTimeout is how long a connection may take to send a request,
+	// headers and body, and WriteTimeout how long the answer may take to
+	// be written: a half-sent request is closed after ReadTimeout.
+	ReadTimeout, WriteTimeout time.Duration
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request.
+	IdleTimeout time.Duration
+}
+
+// DefaultStatusLimits is what the CoreDNS plugin's status listener uses: a
+// few operators' tools at a time, each request read within 5 seconds.
+var DefaultStatusLimits = StatusLimits{MaxConns: 16, ReadTimeout: 5 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: 30 * time.Second}
+
+// ServeStatus serves h on ln, within lim, in a goroutine, and returns the
+// server; its Close closes ln and every connection. A limit of 0 takes
+// DefaultStatusLimits' value.
+func ServeStatus(ln net.Listener, h http.Handler, lim StatusLimits) *http.Server {
+	d := DefaultStatusLimits
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cmpOr(lim.ReadTimeout, d.ReadTimeout),
+		ReadTimeout:       cmpOr(lim.ReadTimeout, d.ReadTimeout),
+		WriteTimeout:      cmpOr(lim.WriteTimeout, d.WriteTimeout),
+		IdleTimeout:       cmpOr(lim.IdleTimeout, d.IdleTimeout),
+		MaxHeaderBytes:    16 << 10, // a GET with a short query needs far less
+	}
+	go srv.Serve(newCappedListener(ln, cmpOr(lim.MaxConns, d.MaxConns)))
+	return srv
+}
+
+// cmpOr returns v, or def when v is 0 or less.
+func cmpOr[T int | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// StatusExposed reports whether a listener bound to addr can be reached
+// from beyond this host: any address but a loopback one (127.0.0.0/8,
+// ::1), the unspecified addresses (":9154", "0.0.0.0:9154") included. A
+// server logs a warning for it, since the endpoint names clients.
+func StatusExposed(addr net.Addr) bool {
+	if strings.HasPrefix(addr.Network(), "unix") {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	return err != nil || !ap.Addr().Unmap().IsLoopback()
+}
+
+// cappedListener accepts at most cap(slots) connections at once: Accept
+// waits for a slot before it takes a connection from the kernel, and a
+// connection gives its slot back when closed.
+type cappedListener struct {
+	net.Listener
+	slots  chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newCappedListener(ln net.Listener, n int) *cappedListener {
+	return &cappedListener{Listener: ln, slots: make(chan struct{}, n), closed: make(chan struct{})}
+}
+
+// Accept waits for a free slot, then for a connection.
+func (l *cappedListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &cappedConn{Conn: c, slots: l.slots}, nil
+}
+
+// Close closes the listener, and ends an Accept waiting for a slot.
+func (l *cappedListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// cappedConn is a connection that holds a slot of its listener until
+// closed.
+type cappedConn struct {
+	net.Conn
+	slots chan struct{}
+	once  sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.slots })
+	return err
 }
