@@ -5,12 +5,20 @@ import (
 	"errors"
 	"io"
 	"net"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	core "github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/miekgrrl"
@@ -246,5 +254,78 @@ func TestStatusListenerClosesIdleConnections(t *testing.T) {
 	resp.Body.Close()
 	if _, err := r.ReadByte(); err != io.EOF {
 		t.Errorf("the idle connection was not closed by the server: %v", err)
+	}
+}
+
+// TestRefusalCountsAgree floods one network under two accounts at once,
+// responses-per-second for two names and all-per-second, and reads the
+// refusals every way an operator can: /rrl/limited, the log-limited line,
+// the metrics and the core's Stats. Each must count every response
+// refused once, as the client saw it: the network's refusals add up to
+// the queries left unanswered or truncated, never more.
+func TestRefusalCountsAgree(t *testing.T) {
+	clk := newClock()
+	const zone = "counts.example.org."
+	h := testHandler(t, "counts.example.org {\n responses-per-second 5\n all-per-second 8\n log-limited 1m\n}", zoneNext, clk)
+	exceeded := responsesExceeded.WithLabelValues("", zone, "answer")
+	before := testutil.ToFloat64(exceeded)
+	names := []string{"a.counts.example.org.", "b.counts.example.org."}
+	refused := 0
+	do := func(name string) {
+		if o, _ := ask(t, h, "127.0.1.1", false, query(name, dns.TypeA)); o != sent {
+			refused++
+		}
+	}
+	for range 14 { // 2 s of one name at 7/s: over its allowance only
+		do(names[0])
+		clk.advance(time.Second / 7)
+	}
+	for i := range 100 { // then both at once: over all-per-second too
+		do(names[i%2])
+	}
+
+	st := h.limiter.GetStats(false)
+	limited := h.limiter.Limited(miekgrrl.MaxLimitedN, core.ByRefused)
+	var fromLimited int64
+	for _, a := range limited {
+		fromLimited += a.Refused
+	}
+	if fromLimited != int64(refused) || st.Actions[core.Drop]+st.Actions[core.Slip] != int64(refused) {
+		t.Errorf("%d queries refused; Limited sums %d, Stats %d", refused, fromLimited, st.Actions[core.Drop]+st.Actions[core.Slip])
+	}
+	if got := int(testutil.ToFloat64(exceeded) - before); got != refused {
+		t.Errorf("responses_exceeded_total rose by %d, want %d", got, refused)
+	}
+
+	// /rrl/limited: the network's entries sum to the same.
+	s := &statusListener{blocks: map[*ops]statusBlock{new(ops): {zones: h.Zones, limiter: h.limiter}}}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, statusPath+"?n=50", nil))
+	var doc statusJSON
+	if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || len(doc.Blocks) != 1 {
+		t.Fatalf("status document %s: %v", rec.Body, err)
+	}
+	var fromJSON int64
+	for _, a := range doc.Blocks[0].Limited {
+		fromJSON += a.Refused
+		if a.Network != "127.0.1.0/24" || a.DebtSeconds <= 0 {
+			t.Errorf("entry %+v: want 127.0.1.0/24 in debt", a)
+		}
+	}
+	if fromJSON != int64(refused) {
+		t.Errorf("/rrl/limited sums %d refusals, want %d: %s", fromJSON, refused, rec.Body)
+	}
+
+	// log-limited: the network's line says the same.
+	line := summarize(limited, 5, h.Zones, false, clk.now())
+	m := regexp.MustCompile(`127\.0\.1\.0/24 (\d+) refused`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("log-limited line %q names no refusals of 127.0.1.0/24", line)
+	}
+	if n, _ := strconv.Atoi(m[1]); n != refused {
+		t.Errorf("log-limited line %q: %d refused, want %d", line, n, refused)
+	}
+	if want := fmt.Sprintf("by %d accounts", len(limited)); len(limited) > 1 && !strings.Contains(line, want) {
+		t.Errorf("log-limited line %q, want %q", line, want)
 	}
 }
