@@ -165,35 +165,50 @@ func halfRequest(t *testing.T, s *statusListener) net.Conn {
 	return c
 }
 
+// fullRequest opens a connection to s and sends a whole request, with the
+// given Connection header; the answer is read from the reader returned.
+func fullRequest(t *testing.T, s *statusListener, connection string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", s.bound.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "GET "+statusPath+" HTTP/1.1\r\nHost: status\r\nConnection: "+connection+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	return c, bufio.NewReader(c)
+}
+
+// wantOK reads a whole answer from r, within 10 seconds of c, and checks
+// that it is 200 OK.
+func wantOK(t *testing.T, c net.Conn, r *bufio.Reader, when string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("%s: no answer: %v", when, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("%s: status %s, want 200 OK", when, resp.Status)
+	}
+}
+
 // TestStatusListenerCapsConnections: with two connections held open by
 // half-sent requests, a third complete request is not answered; once one
 // of the two closes, it is.
 func TestStatusListenerCapsConnections(t *testing.T) {
 	s := openStatus(t, "127.0.0.1:0", miekgrrl.StatusLimits{MaxConns: 2, ReadTimeout: time.Minute})
 	held := []net.Conn{halfRequest(t, s), halfRequest(t, s)}
-	c, err := net.Dial("tcp", s.bound.String()) // the kernel completes it; the server does not take it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "GET "+statusPath+" HTTP/1.1\r\nHost: status\r\nConnection: close\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(c)
+	c, r := fullRequest(t, s, "close") // the kernel completes it; the server does not take it
 	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	if _, err := r.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("a third connection beyond the cap of 2 was answered (read: %v)", err)
 	}
 	held[0].Close()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil {
-		t.Fatalf("no answer once a slot was free: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("status %s, want 200 OK", resp.Status)
-	}
+	wantOK(t, c, r, "once a slot was free")
 }
 
 // TestStatusListenerClosesHalfSentRequests: a connection that sends half a
@@ -206,15 +221,8 @@ func TestStatusListenerClosesHalfSentRequests(t *testing.T) {
 		t.Fatalf("the half-sent request's connection was not closed by the server: %v", err)
 	}
 	// Its slot is free again: the one slot serves a complete request.
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + s.bound.String() + statusPath)
-	if err != nil {
-		t.Fatalf("after the timeout: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("status %s, want 200 OK", resp.Status)
-	}
+	c, r := fullRequest(t, s, "close")
+	wantOK(t, c, r, "after the timeout")
 }
 
 // TestStatusWarnsBeyondLoopback: a status listener bound to every
@@ -236,22 +244,9 @@ func TestStatusWarnsBeyondLoopback(t *testing.T) {
 // asks nothing more is closed after the idle timeout.
 func TestStatusListenerClosesIdleConnections(t *testing.T) {
 	s := openStatus(t, "127.0.0.1:0", miekgrrl.StatusLimits{MaxConns: 1, ReadTimeout: time.Minute, IdleTimeout: 100 * time.Millisecond})
-	c, err := net.Dial("tcp", s.bound.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := io.WriteString(c, "GET "+statusPath+" HTTP/1.1\r\nHost: status\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
+	c, r := fullRequest(t, s, "keep-alive")
+	wantOK(t, c, r, "the first request")
 	c.SetReadDeadline(time.Now().Add(5 * time.Second)) // far beyond the timeout: only the server's close ends the read
-	r := bufio.NewReader(c)
-	resp, err := http.ReadResponse(r, nil)
-	if err != nil {
-		t.Fatalf("no answer: %v", err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	if _, err := r.ReadByte(); err != io.EOF {
 		t.Errorf("the idle connection was not closed by the server: %v", err)
 	}
