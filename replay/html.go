@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dnsrrl/rrl/replay/internal/words"
 )
 
 // WriteHTML writes reports as one self-contained HTML page (no scripts, no
@@ -58,28 +61,50 @@ func section(r *Report) htmlSection {
 	}
 	per := perStep(tl.Step)
 	s.Overall = []template.HTML{
-		timeChart("Responses per "+per+", all clients", "responses per "+per, tl, []line{
-			{name: "sent", color: colorSent, values: tl.Sent},
-			{name: "slipped", color: colorSlipped, values: tl.Slipped},
-			{name: "dropped", color: colorDropped, values: tl.Dropped},
+		timeChart(chartText{"Responses per " + per + ", all clients", captionResponses, "responses per " + per}, tl, time.Time{}, []line{
+			styleSent.of("sent", tl.Sent), styleSlipped.of("slipped", tl.Slipped), styleDropped.of("dropped", tl.Dropped),
 		}),
-		timeChart("Requests refused (request limits) per "+per+", all clients", "requests per "+per, tl, []line{
-			{name: "refused", color: colorRefused, values: tl.Refused},
+		timeChart(chartText{"Requests refused (request limits) per " + per + ", all clients", captionRefused, "requests per " + per}, tl, time.Time{}, []line{
+			styleRefused.of("refused", tl.Refused),
 		}),
-		timeChart("Bytes of responses cut per "+per+", all clients", "bytes per "+per, tl, []line{
-			{name: "bytes cut", color: colorCut, values: tl.BytesCut},
+		timeChart(chartText{"Bytes of responses cut per " + per + ", all clients", captionBytesCut, "bytes per " + per}, tl, time.Time{}, []line{
+			styleCut.of("bytes cut", tl.BytesCut),
 		}),
 	}
 	for _, n := range tl.Networks {
-		s.Networks = append(s.Networks, timeChart("Responses per "+per+" to "+n.Network, "responses per "+per, tl, []line{
-			{name: "sent", color: colorSent, values: n.Sent},
-			{name: "slipped", color: colorSlipped, values: n.Slipped},
-			{name: "dropped", color: colorDropped, values: n.Dropped},
-			{name: "requests refused", color: colorRefused, values: n.Refused},
+		text := chartText{"Responses per " + per + " to " + n.Network, networkCaption(n, tl.Start), "responses per " + per}
+		s.Networks = append(s.Networks, timeChart(text, tl, n.From, []line{
+			styleSent.of("sent", n.Sent), styleSlipped.of("slipped", n.Slipped), styleDropped.of("dropped", n.Dropped),
+			styleRefused.of("requests refused", n.Refused),
 		}))
 	}
 	return s
 }
+
+// Captions say what each chart counts, and what it leaves out.
+const (
+	captionResponses = "Responses by fate: sent, slipped (a truncated reply sent instead) and dropped by a response limit. " +
+		"The responses of requests refused by a request limit were never made: they are in the requests refused, not here."
+	captionRefused  = "Queries refused by requests-per-second, proven-requests-per-second or a request prefix; their responses were never made."
+	captionBytesCut = "Bytes of the captured responses not sent, less the truncated replies sent in place of slipped ones."
+	captionOverlap  = " Where two series are equal, the dashed line runs over the solid one."
+)
+
+// networkCaption says from when a network's chart counts: it is followed
+// from its first limited response or refused request (the timeline
+// cannot keep every network from the start), so before that nothing is
+// counted, not nothing sent.
+func networkCaption(n NetworkSeries, start time.Time) string {
+	what := "Responses sent, slipped and dropped by a response limit; requests refused by a request limit. "
+	if n.From.IsZero() || !n.From.After(start) {
+		return what + "Counted from the start of the traffic."
+	}
+	return what + "Counted from " + n.From.UTC().Format("15:04:05.000") + " UTC, when the network was first limited: the shaded time before is not counted."
+}
+
+// chartText is what a chart says: its title, a caption of what it counts,
+// and the label of its y axis.
+type chartText struct{ title, caption, unit string }
 
 // perStep names the timeline's step: "second", or "16 s" once a long
 // capture has merged its seconds. Counts are charted per step, so that
@@ -93,14 +118,43 @@ func perStep(step float64) string {
 
 // Chart geometry, in SVG user units; the page scales a chart to its width.
 const (
-	chartW, chartH = 1200.0, 250.0
+	chartW, chartH = 1200.0, 282.0
 	padL, padR     = 72.0, 40.0
-	padT, padB     = 28.0, 58.0
+	padT, padB     = 60.0, 58.0
 )
 
+// lineStyle draws a series so that it shows where it equals another:
+// thicker solid lines are drawn first, and thinner dashed ones over them.
+type lineStyle struct {
+	color string
+	width float64
+	dash  string // an SVG stroke-dasharray; "" for solid
+}
+
+var (
+	styleDropped = lineStyle{colorDropped, 4, ""}
+	styleSent    = lineStyle{colorSent, 2, ""}
+	styleSlipped = lineStyle{colorSlipped, 2, "7 4"}
+	styleRefused = lineStyle{colorRefused, 2, "2 3"}
+	styleCut     = lineStyle{colorCut, 1.5, ""}
+)
+
+func (st lineStyle) of(name string, values []int64) line {
+	return line{name: name, lineStyle: st, values: values}
+}
+
 type line struct {
-	name, color string
-	values      []int64
+	name string
+	lineStyle
+	values []int64
+}
+
+// drawOrder returns the lines in the order they are drawn: the thickest
+// first, so that a thinner one equal to it is drawn over it and shows.
+func drawOrder(lines []line) []line {
+	out := slices.Clone(lines)
+	slices.SortStableFunc(out, func(a, b line) int { return cmp.Compare(b.width, a.width) })
+	return out
 }
 
 // sparse reports whether a series is mostly zeros, but not all: it is then
@@ -125,13 +179,22 @@ type svgChart struct {
 	legendX      float64
 }
 
-func newChart(title string) *svgChart {
+// newChart begins a chart with its title and, under it, the caption that
+// says what it counts.
+func newChart(title, caption string) *svgChart {
 	c := &svgChart{plotW: chartW - padL - padR, plotH: chartH - padT - padB, legendX: padL}
 	fmt.Fprintf(&c.b, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %g %g" preserveAspectRatio="xMinYMin meet" role="img" aria-label="%s">`,
 		chartW, chartH, template.HTMLEscapeString(title))
 	fmt.Fprintf(&c.b, `<text x="%g" y="18" class="title">%s</text>`, padL, template.HTMLEscapeString(title))
+	for i, l := range words.Wrap(caption, captionWidth) {
+		fmt.Fprintf(&c.b, `<text x="%g" y="%d" class="caption">%s</text>`, padL, 34+14*i, template.HTMLEscapeString(l))
+	}
 	return c
 }
+
+// captionWidth is the most characters of a caption's line: two lines fit
+// between the title and the plot, each within the plot's width.
+const captionWidth = 160
 
 func (c *svgChart) x(v float64) float64 {
 	if c.logX {
@@ -173,17 +236,29 @@ func (c *svgChart) xLabel(label string) {
 	fmt.Fprintf(&c.b, `<text x="%g" y="%g" class="axis-label x" text-anchor="middle">%s</text>`, padL+c.plotW/2, padT+c.plotH+34, template.HTMLEscapeString(label))
 }
 
-// legend adds a series to the legend, as a bar for a line or a dot for
-// points.
-func (c *svgChart) legend(name, color string, points bool) {
+// legend adds a series to the legend, as a stretch of its line (its
+// width and dashes) or a dot for points.
+func (c *svgChart) legend(name string, st lineStyle, points bool) {
 	y := chartH - 8.0
 	if points {
-		fmt.Fprintf(&c.b, `<circle cx="%g" cy="%g" r="4" fill="%s"/>`, c.legendX+6, y-4, color)
+		fmt.Fprintf(&c.b, `<circle cx="%g" cy="%g" r="4" fill="%s"/>`, c.legendX+9, y-4, st.color)
 	} else {
-		fmt.Fprintf(&c.b, `<rect x="%g" y="%g" width="12" height="4" fill="%s"/>`, c.legendX, y-6, color)
+		fmt.Fprintf(&c.b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="%s" stroke-width="%g"%s/>`, c.legendX, y-4, c.legendX+20, y-4, st.color, st.width, dashAttr(st.dash))
 	}
-	fmt.Fprintf(&c.b, `<text x="%g" y="%g" class="tick">%s</text>`, c.legendX+16, y, template.HTMLEscapeString(name))
-	c.legendX += 40 + 7*float64(len(name))
+	fmt.Fprintf(&c.b, `<text x="%g" y="%g" class="tick">%s</text>`, c.legendX+26, y, template.HTMLEscapeString(name))
+	c.legendX += 50 + 7*float64(len(name))
+}
+
+func dashAttr(dash string) string {
+	if dash == "" {
+		return ""
+	}
+	return ` stroke-dasharray="` + dash + `"`
+}
+
+// shadeBefore greys the plot before x, a time not counted.
+func (c *svgChart) shadeBefore(x float64) {
+	fmt.Fprintf(&c.b, `<rect class="uncounted" x="%g" y="%g" width="%.1f" height="%g" fill="#e8e8e8"/>`, padL, padT, c.x(x)-padL, c.plotH)
 }
 
 func (c *svgChart) html() template.HTML {
@@ -193,10 +268,14 @@ func (c *svgChart) html() template.HTML {
 
 // timeChart draws series of counts per step of the timeline: each as steps
 // (a count holds for its whole bucket), or as points at its non-zero
-// buckets when it is sparse. The x axis is the traffic's time in UTC, with
-// ticks on round times.
-func timeChart(title, unit string, tl *Timeline, lines []line) template.HTML {
-	c := newChart(title)
+// buckets when it is sparse, from the bucket of from on (the time before
+// shaded, as not counted; zero: from the start). The x axis is the
+// traffic's time in UTC, with ticks on round times.
+func timeChart(text chartText, tl *Timeline, from time.Time, lines []line) template.HTML {
+	if len(lines) > 1 {
+		text.caption += captionOverlap
+	}
+	c := newChart(text.title, text.caption)
 	n := len(tl.Sent)
 	span := float64(n) * tl.Step
 	c.x0, c.x1 = 0, span
@@ -206,7 +285,14 @@ func timeChart(title, unit string, tl *Timeline, lines []line) template.HTML {
 			top = max(top, float64(v))
 		}
 	}
-	c.yAxis(top, true, unit)
+	first0 := 0
+	if from.After(tl.Start) {
+		first0 = min(n-1, int(from.Sub(tl.Start).Seconds()/tl.Step))
+	}
+	c.yAxis(top, true, text.unit)
+	if first0 > 0 {
+		c.shadeBefore(float64(first0) * tl.Step)
+	}
 	every := tickEvery(span)
 	first := math.Ceil(float64(tl.Start.Unix())/every)*every - float64(tl.Start.Unix())
 	format := "15:04:05"
@@ -217,20 +303,20 @@ func timeChart(title, unit string, tl *Timeline, lines []line) template.HTML {
 		c.xTick(v, tl.Start.Add(time.Duration(v*float64(time.Second))).UTC().Format(format))
 	}
 	c.xLabel("time (UTC), from " + tl.Start.UTC().Format("2006-01-02 15:04:05") + ", " + perStep(tl.Step) + " per bucket")
-	for _, l := range lines {
-		points := sparse(l.values)
-		if points {
+	for _, l := range drawOrder(lines) {
+		values := l.values[min(first0, len(l.values)):]
+		if sparse(values) {
 			fmt.Fprintf(&c.b, `<g class="series points" data-series="%s" fill="%s">`, template.HTMLEscapeString(l.name), l.color)
-			for i, v := range l.values {
+			for i, v := range values {
 				if v != 0 {
-					fmt.Fprintf(&c.b, `<circle cx="%.1f" cy="%.1f" r="3"/>`, c.x((float64(i)+0.5)*tl.Step), c.y(float64(v)))
+					fmt.Fprintf(&c.b, `<circle cx="%.1f" cy="%.1f" r="%g"/>`, c.x((float64(first0+i)+0.5)*tl.Step), c.y(float64(v)), 1+l.width)
 				}
 			}
 			c.b.WriteString(`</g>`)
 		} else {
 			var d strings.Builder
-			for i, v := range l.values {
-				x0, x1, y := c.x(float64(i)*tl.Step), c.x(float64(i+1)*tl.Step), c.y(float64(v))
+			for i, v := range values {
+				x0, x1, y := c.x(float64(first0+i)*tl.Step), c.x(float64(first0+i+1)*tl.Step), c.y(float64(v))
 				if i == 0 {
 					fmt.Fprintf(&d, "M%.1f,%.1f", x0, y)
 				} else {
@@ -238,9 +324,12 @@ func timeChart(title, unit string, tl *Timeline, lines []line) template.HTML {
 				}
 				fmt.Fprintf(&d, "H%.1f", x1)
 			}
-			fmt.Fprintf(&c.b, `<path class="series steps" data-series="%s" fill="none" stroke="%s" stroke-width="1.5" d="%s"/>`, template.HTMLEscapeString(l.name), l.color, d.String())
+			fmt.Fprintf(&c.b, `<path class="series steps" data-series="%s" fill="none" stroke="%s" stroke-width="%g"%s d="%s"/>`,
+				template.HTMLEscapeString(l.name), l.color, l.width, dashAttr(l.dash), d.String())
 		}
-		c.legend(l.name, l.color, points)
+	}
+	for _, l := range lines {
+		c.legend(l.name, l.lineStyle, sparse(l.values[min(first0, len(l.values)):]))
 	}
 	return c.html()
 }
@@ -262,7 +351,7 @@ func tickEvery(span float64) float64 {
 // in the sweep's order.
 func sweepChart(reports []*Report) template.HTML {
 	kw, _, _ := strings.Cut(reports[0].Setting, "=")
-	c := newChart("Share of responses limited, by " + kw)
+	c := newChart("Share of responses limited, by "+kw, "Per value of "+kw+", the share of all responses that would have been slipped or dropped, with the rest of the settings as given.")
 	xs := make([]float64, len(reports))
 	numeric, positive := true, true
 	for i, r := range reports {
@@ -308,7 +397,7 @@ func sweepChart(reports []*Report) template.HTML {
 		fmt.Fprintf(&c.b, `<circle cx="%.1f" cy="%.1f" r="4"><title>%s: %.1f%%</title></circle>`, c.x(xs[i]), c.y(v), template.HTMLEscapeString(reports[i].Setting), v)
 	}
 	c.b.WriteString(`</g>`)
-	c.legend("limited (slipped or dropped)", colorDropped, true)
+	c.legend("limited (slipped or dropped)", lineStyle{color: colorDropped}, true)
 	return c.html()
 }
 
@@ -337,6 +426,7 @@ td,th{border-bottom:1px solid #ddd;padding:.2em .8em;text-align:right;white-spac
 td:first-child,th:first-child{text-align:left}
 svg.chart{display:block;width:100%;height:auto;margin:1em 0;background:#fafafa;border:1px solid #eee;box-sizing:border-box}
 svg .title{font-size:14px;font-weight:600}
+svg .caption{font-size:11.5px;fill:#444}
 svg .tick{font-size:11px;fill:#555}
 svg .axis-label{font-size:12px;fill:#333}
 svg .grid{stroke:#e4e4e4}
@@ -355,7 +445,7 @@ svg .axis{stroke:#999}
 <table><tr><th>category</th><th>responses</th><th>sent</th><th>slipped</th><th>dropped</th></tr>
 {{range cats}}{{$c := index $r.Categories .}}<tr><td>{{.}}</td><td>{{total $c}}</td><td>{{$c.Sent}}</td><td>{{$c.Slipped}}</td><td>{{$c.Dropped}}</td></tr>
 {{end}}<tr><th>all</th><th>{{$r.Responses}}</th><th>{{$r.Sent}}</th><th>{{$r.Slipped}}</th><th>{{$r.Dropped}}</th></tr></table>
-<p>Queries {{$r.Queries}}, refused by a request limit {{$r.RequestsDropped}}, without a response in the input {{$r.Unanswered}}. Bytes of responses captured {{$r.Bytes.Captured}}, would have been sent {{$r.Bytes.Sent}} ({{.Cut}} cut). Networks limited at least once: {{$r.LimitedNetworks}}.</p>
+<p>Queries {{$r.Queries}}, refused by a request limit {{$r.RequestsDropped}} (their {{$r.ResponsesRefused}} responses, never made, count as dropped above), without a response in the input {{$r.Unanswered}}. Bytes of responses captured {{$r.Bytes.Captured}}, would have been sent {{$r.Bytes.Sent}} ({{.Cut}} cut). Networks limited at least once: {{$r.LimitedNetworks}}.</p>
 {{if $r.Cuts}}<h3>Cut by limit</h3>
 <p>Bytes cut: of the responses not sent, less the truncated replies sent instead.</p>
 <table><tr><th>limit</th><th>requests refused</th><th>responses dropped</th><th>slipped</th><th>bytes cut</th></tr>
@@ -364,10 +454,12 @@ svg .axis{stroke:#999}
 {{range .Overall}}{{.}}{{end}}
 {{range .Networks}}{{.}}{{end}}
 {{if $r.Networks}}<h3>Most limited networks</h3>
-<table><tr><th>network</th><th>sent</th><th>slipped</th><th>dropped</th><th>requests dropped</th><th>first limited</th><th>last limited</th></tr>
+<p>Counted from each one's first limited response or refused request on: responses sent, slipped and dropped by the response limits; requests refused by the request limits, whose responses are not counted again.</p>
+<table><tr><th>network</th><th>sent</th><th>slipped</th><th>dropped</th><th>requests refused</th><th>first limited</th><th>last limited</th></tr>
 {{range $r.Networks}}<tr><td>{{.Network}}</td><td>{{.Sent}}</td><td>{{.Slipped}}</td><td>{{.Dropped}}</td><td>{{.RequestsDropped}}</td><td>{{time .First}}</td><td>{{time .Last}}</td></tr>
 {{end}}</table>{{end}}
 {{if $r.Limited}}<h3>Most limited responses</h3>
+<p>By the response limits, from the first limited response on.</p>
 <table><tr><th>network</th><th>category</th><th>name</th><th>type</th><th>sent</th><th>slipped</th><th>dropped</th><th>first limited</th><th>last limited</th></tr>
 {{range $r.Limited}}<tr><td>{{.Network}}</td><td>{{.Category}}</td><td>{{.Name}}</td><td>{{classType .}}</td><td>{{.Sent}}</td><td>{{.Slipped}}</td><td>{{.Dropped}}</td><td>{{time .First}}</td><td>{{time .Last}}</td></tr>
 {{end}}</table>{{end}}

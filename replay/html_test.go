@@ -259,31 +259,9 @@ func TestHTMLInChromium(t *testing.T) {
 		t.Errorf("the sparse slipped series of 203.0.113.0/24 is not two points: %v", sparse)
 	}
 
-	shot := filepath.Join(t.TempDir(), "report.png")
-	if d := os.Getenv("RRL_REPLAY_SCREENSHOT"); d != "" {
-		shot = d // keep it to look at
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	file := filepath.Join(t.TempDir(), "report.html")
-	if err := os.WriteFile(file, page, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, browser, append(chromiumArgs(t), "--screenshot="+shot, "file://"+file)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%s --screenshot: %v\n%s", browser, err, out)
-	}
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := screenshot(t, browser, page, os.Getenv("RRL_REPLAY_SCREENSHOT")) // set, the screenshot is kept to look at
 	for _, c := range [][3]uint8{{0x2a, 0x9d, 0x46}, {0xe0, 0x8a, 0x00}, {0xd6, 0x27, 0x28}, {0x7b, 0x3f, 0xb5}, {0x1f, 0x5f, 0xb4}} {
-		if !hasColor(img, c[0], c[1], c[2]) {
+		if countColor(img, c[0], c[1], c[2]) == 0 {
 			t.Errorf("the screenshot shows no series of colour #%02x%02x%02x", c[0], c[1], c[2])
 		}
 	}
@@ -326,19 +304,63 @@ func TestHTMLSweepInChromium(t *testing.T) {
 	}
 }
 
-// hasColor reports whether some pixel of img is close to the colour.
-func hasColor(img image.Image, r, g, b uint8) bool {
+// In Chromium, a slipped series equal to the dropped one still shows its
+// colour, over many pixels, not only at the edges of the dropped one.
+func TestEqualSeriesInChromium(t *testing.T) {
+	browser := chromium(t)
+	reports := floodReport(t)
+	tl := reports[0].Timeline
+	tl.Slipped, tl.Networks = tl.Dropped, nil
+	_, page := render(t, browser, reports)
+	img := screenshot(t, browser, page, "")
+	if n := countColor(img, 0xe0, 0x8a, 0x00); n < 300 {
+		t.Errorf("%d pixels of the slipped series' colour, want at least 300", n)
+	}
+}
+
+// screenshot returns Chromium's picture of the page, written to shot (""
+// for a temporary file).
+func screenshot(t *testing.T, browser string, page []byte, shot string) image.Image {
+	t.Helper()
+	if shot == "" {
+		shot = filepath.Join(t.TempDir(), "page.png")
+	}
+	file := filepath.Join(t.TempDir(), "page.html")
+	if err := os.WriteFile(file, page, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, browser, append(chromiumArgs(t), "--screenshot="+shot, "file://"+file)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s --screenshot: %v\n%s", browser, err, out)
+	}
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// countColor counts the pixels of img close to the colour.
+func countColor(img image.Image, r, g, b uint8) int {
 	near := func(a uint32, b uint8) bool { d := int(a>>8) - int(b); return d > -24 && d < 24 }
+	n := 0
 	bounds := img.Bounds()
 	for y := bounds.Min.Y; y < bounds.Max.Y; y++ {
 		for x := bounds.Min.X; x < bounds.Max.X; x++ {
 			pr, pg, pb, _ := img.At(x, y).RGBA()
 			if near(pr, r) && near(pg, g) && near(pb, b) {
-				return true
+				n++
 			}
 		}
 	}
-	return false
+	return n
 }
 
 // The sweep's x axis: a log scale for rates, a linear one when a value is

@@ -278,6 +278,7 @@ func (r *Replay) response(m *Message) {
 		}
 		var act rrl.Action
 		k := p.causes.of(i)
+		refused := k != causeNone
 		switch {
 		case k != causeNone:
 			act = rrl.Drop
@@ -294,7 +295,7 @@ func (r *Replay) response(m *Message) {
 		if act == rrl.Slip && slip < 0 {
 			slip = slipSize(m.Wire)
 		}
-		e.report.response(m.Time, n, &t, act, size, slip)
+		e.report.response(m.Time, n, &t, act, refused, size, slip)
 		e.report.cuts.response(k, act, size, slip)
 	}
 }

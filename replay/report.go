@@ -29,13 +29,18 @@ type Report struct {
 	Packets         int64 `json:"packets"` // packets (or dnstap frames) read, replayed or skipped
 	Queries         int64 `json:"queries"`
 	RequestsDropped int64 `json:"requests_dropped"` // queries refused by a request limit (requests-per-second, a request prefix)
-	Responses       int64 `json:"responses"`
-	Sent            int64 `json:"sent"`
-	Slipped         int64 `json:"slipped"`
-	Dropped         int64 `json:"dropped"`
-	CookieExempt    int64 `json:"cookie_exempt"`            // sent unlimited: the query had a valid server cookie
-	Unmatched       int64 `json:"responses_without_query"`  // charged as query and response at once
-	Unanswered      int64 `json:"queries_without_response"` // no response in the input: lost, or not sent by the server
+	// ResponsesRefused are the responses of those queries, which the
+	// server would never have made: they are among Dropped, the fates of
+	// all responses adding up, and apart from it in the tables of
+	// networks and tuples and in the timeline.
+	ResponsesRefused int64 `json:"responses_refused"`
+	Responses        int64 `json:"responses"`
+	Sent             int64 `json:"sent"`
+	Slipped          int64 `json:"slipped"`
+	Dropped          int64 `json:"dropped"`
+	CookieExempt     int64 `json:"cookie_exempt"`            // sent unlimited: the query had a valid server cookie
+	Unmatched        int64 `json:"responses_without_query"`  // charged as query and response at once
+	Unanswered       int64 `json:"queries_without_response"` // no response in the input: lost, or not sent by the server
 
 	Categories map[string]*Counts `json:"categories"`
 
@@ -84,8 +89,11 @@ type Bytes struct {
 	Sent     int64 `json:"sent"`
 }
 
-// NetworkEntry is a client network that was limited: what it was sent and
-// denied from the first limited response on, and requests dropped.
+// NetworkEntry is a client network that was limited: its responses sent,
+// slipped and dropped by a response limit from its first limited response
+// or refused request on, and its requests refused by a request limit. The
+// responses of those requests are in none of the Counts, so that a
+// refusal is not counted twice, as a request and as a response dropped.
 type NetworkEntry struct {
 	Network string `json:"network"`
 	Counts
@@ -96,7 +104,8 @@ type NetworkEntry struct {
 }
 
 // TupleEntry is a response tuple (network, category, name, class, type)
-// that was limited, counted from its first limited response on. Its fields
+// that was limited, counted from its first limited response on; like a
+// NetworkEntry, it leaves out the responses of refused requests. Its fields
 // are those that tell its account apart from others, as the core keys
 // accounts.
 type TupleEntry struct {
@@ -159,8 +168,11 @@ func (b *reportBuilder) query(at time.Time, n netip.Prefix, k cause) {
 }
 
 // response records the fate of one response of the given size; denied
-// responses are kept by network and tuple.
-func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTuple, act rrl.Action, size, slipSize int) {
+// responses are kept by network and tuple. A response whose request was
+// refused (refused) is dropped, but counted apart from the drops of
+// response limits by network, tuple and time: its request was counted
+// when it was refused.
+func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTuple, act rrl.Action, refused bool, size, slipSize int) {
 	b.rep.Bytes.Captured += int64(size)
 	cat := t.AllowanceCategory
 	b.cats[cat].add(act)
@@ -172,6 +184,11 @@ func (b *reportBuilder) response(at time.Time, n netip.Prefix, t *rrl.ResponseTu
 		sent = int64(slipSize)
 	}
 	b.rep.Bytes.Sent += sent
+	if refused {
+		b.rep.ResponsesRefused++
+		b.timeline.cut(at, int64(size))
+		return
+	}
 	b.timeline.add(at, n, act, int64(size)-sent)
 	e := b.networks[n]
 	if act != rrl.Send && e == nil {

@@ -81,7 +81,8 @@ func (r *Report) writeText(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "%-8s\t%d\t%d\t%d\t%d\t\n", "all", r.Responses, r.Sent, r.Slipped, r.Dropped)
 	tw.Flush()
-	fmt.Fprintf(w, "\nqueries %d, refused by a request limit %d, without a response in the input %d\n", r.Queries, r.RequestsDropped, r.Unanswered)
+	fmt.Fprintf(w, "\nqueries %d, refused by a request limit %d (their %d responses, never made, count as dropped above), without a response in the input %d\n",
+		r.Queries, r.RequestsDropped, r.ResponsesRefused, r.Unanswered)
 	fmt.Fprintf(w, "responses sent unlimited for a valid server cookie %d; responses whose query was not seen %d\n", r.CookieExempt, r.Unmatched)
 	fmt.Fprintf(w, "bytes of responses: captured %d, would have been sent %d (%s cut)\n", r.Bytes.Captured, r.Bytes.Sent, r.Bytes.cut())
 	r.writeCuts(w)
@@ -92,16 +93,16 @@ func (r *Report) writeText(w io.Writer) {
 	fmt.Fprintln(w)
 
 	if len(r.Networks) > 0 {
-		fmt.Fprintf(w, "\nmost limited networks (counts from their first limited response on):\n")
+		fmt.Fprintf(w, "\nmost limited networks, from each one's first limited response or refused request on\n(dropped: by a response limit; requests refused: by a request limit, their responses not counted again):\n")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "network\tsent\tslipped\tdropped\trequests dropped\tfirst limited\tlast limited")
+		fmt.Fprintln(tw, "network\tsent\tslipped\tdropped\trequests refused\tfirst limited\tlast limited")
 		for _, n := range r.Networks {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", n.Network, n.Sent, n.Slipped, n.Dropped, n.RequestsDropped, fmtTime(n.First), fmtTime(n.Last))
 		}
 		tw.Flush()
 	}
 	if len(r.Limited) > 0 {
-		fmt.Fprintf(w, "\nmost limited responses (network, category, name, type):\n")
+		fmt.Fprintf(w, "\nmost limited responses (network, category, name, type), by the response limits, from the first limited response on:\n")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "network\tcategory\tname\ttype\tsent\tslipped\tdropped\tfirst limited\tlast limited")
 		for _, t := range r.Limited {

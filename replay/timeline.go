@@ -8,10 +8,12 @@ import (
 )
 
 // Timeline counts, per step of time from Start, the responses sent,
-// slipped and dropped, the requests refused (by requests-per-second or a
-// request prefix) and the bytes of responses cut (not sent, or sent
-// as a slip's smaller reply), overall and for the most limited networks.
-// Limited is Slipped plus Dropped.
+// slipped and dropped by a response limit, the requests refused (by
+// requests-per-second or a request prefix) and the bytes of responses cut
+// (not sent, or sent as a slip's smaller reply), overall and for the most
+// limited networks. Limited is Slipped plus Dropped. The responses of
+// refused requests are in none of the response series, so that a refusal
+// is charted once, as a request; their bytes are in BytesCut.
 type Timeline struct {
 	Start    time.Time       `json:"start"`
 	Step     float64         `json:"step_seconds"`
@@ -24,15 +26,17 @@ type Timeline struct {
 	Networks []NetworkSeries `json:"networks,omitempty"`
 }
 
-// NetworkSeries is the timeline of one network, counted from when it was
-// first limited (or became one of the tracked networks).
+// NetworkSeries is the timeline of one network, counted from From, when
+// it was first limited (or became one of the tracked networks): its
+// buckets before From are zero for want of counting, not of traffic.
 type NetworkSeries struct {
-	Network string  `json:"network"`
-	Sent    []int64 `json:"sent"`
-	Limited []int64 `json:"limited"`
-	Slipped []int64 `json:"slipped"`
-	Dropped []int64 `json:"dropped"`
-	Refused []int64 `json:"refused"`
+	Network string    `json:"network"`
+	From    time.Time `json:"from"`
+	Sent    []int64   `json:"sent"`
+	Limited []int64   `json:"limited"`
+	Slipped []int64   `json:"slipped"`
+	Dropped []int64   `json:"dropped"`
+	Refused []int64   `json:"refused"`
 }
 
 // Bounds of the timeline: buckets before they are merged in pairs, and
@@ -54,7 +58,8 @@ func (b *bucket) merge(o bucket) {
 
 type series struct {
 	buckets []bucket
-	weight  int64 // limited responses and refused requests counted, for the choice of networks
+	weight  int64     // limited responses and refused requests counted, for the choice of networks
+	from    time.Time // when counting began
 }
 
 // at returns the bucket i, making the series that long.
@@ -131,11 +136,17 @@ func (t *timelineBuilder) add(at time.Time, n netip.Prefix, act rrl.Action, cut 
 	t.all.add(i, act, cut)
 	s := t.networks[n]
 	if s == nil && act != rrl.Send {
-		s = t.track(n)
+		s = t.track(n, at)
 	}
 	if s != nil {
 		s.add(i, act, cut)
 	}
+}
+
+// cut counts the bytes of a response that was never made, its request
+// refused: counted as a request by refuse, it is none of the responses.
+func (t *timelineBuilder) cut(at time.Time, bytes int64) {
+	t.all.at(t.bucket(at)).cut += bytes
 }
 
 // refuse counts a request of network n refused at the time at.
@@ -144,7 +155,7 @@ func (t *timelineBuilder) refuse(at time.Time, n netip.Prefix) {
 	t.all.refuse(i)
 	s := t.networks[n]
 	if s == nil {
-		s = t.track(n)
+		s = t.track(n, at)
 	}
 	s.refuse(i)
 }
@@ -169,8 +180,8 @@ func (t *timelineBuilder) bucket(at time.Time) int {
 	return int(d / t.step)
 }
 
-func (t *timelineBuilder) track(n netip.Prefix) *series {
-	s := &series{}
+func (t *timelineBuilder) track(n netip.Prefix, at time.Time) *series {
+	s := &series{from: at}
 	if len(t.networks) >= trackedNetworks {
 		var least netip.Prefix
 		var lw int64 = -1
@@ -206,7 +217,7 @@ func (t *timelineBuilder) build(top []*NetworkEntry, k int) *Timeline {
 			break
 		}
 		if s := t.networks[e.prefix]; s != nil {
-			tl.Networks = append(tl.Networks, NetworkSeries{Network: e.Network,
+			tl.Networks = append(tl.Networks, NetworkSeries{Network: e.Network, From: s.from,
 				Sent:    s.column(n, func(b *bucket) int64 { return b.sent }),
 				Limited: s.column(n, func(b *bucket) int64 { return b.slipped + b.dropped }),
 				Slipped: s.column(n, func(b *bucket) int64 { return b.slipped }),

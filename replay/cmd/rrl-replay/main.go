@@ -22,6 +22,7 @@ import (
 	"github.com/dnsrrl/rrl"
 	"github.com/dnsrrl/rrl/miekgrrl"
 	"github.com/dnsrrl/rrl/replay"
+	"github.com/dnsrrl/rrl/replay/internal/words"
 )
 
 const usage = `usage: rrl-replay [flags] CAPTURE... [flags]
@@ -88,7 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("rrl-replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	help := func() {
-		fmt.Fprintf(stderr, usage, wrap(strings.Join(rrl.Keywords(), ", "), 72, "\n  "))
+		fmt.Fprintf(stderr, usage, strings.Join(words.Wrap(strings.Join(rrl.Keywords(), ", "), 72), "\n  "))
 		fs.PrintDefaults()
 	}
 	fs.Usage = func() {} // after a bad flag, its error and a hint (below), not the help
@@ -429,22 +430,6 @@ func progress(r *replay.Replay, stderr io.Writer, quiet bool) func() {
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-// wrap breaks s at spaces into lines of at most width bytes, joined by sep.
-func wrap(s string, width int, sep string) string {
-	var lines []string
-	line := ""
-	for _, w := range strings.Fields(s) {
-		if line != "" && len(line)+1+len(w) > width {
-			lines, line = append(lines, line), ""
-		}
-		if line != "" {
-			line += " "
-		}
-		line += w
-	}
-	return strings.Join(append(lines, line), sep)
 }
 
 func isTerminal(f *os.File) bool {
