@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dnsrrl/rrl/replay"
+	"github.com/dnsrrl/rrl/replay/internal/reportpage"
 )
 
 const sample = "../../testdata/sample.pcap"
@@ -339,5 +340,22 @@ func TestNoReportOfLostArguments(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "-q", "--", sample)
 	if code != 0 || !strings.Contains(stdout, "all            1000") {
 		t.Errorf("-- before the capture: exit %d, %s", code, stderr)
+	}
+}
+
+// The page that report.png shows is what the command line it names
+// writes, run from the repository's root.
+func TestReportPNGCommand(t *testing.T) {
+	want, err := reportpage.HTML("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(t.TempDir(), "report.html")
+	args := strings.Fields(strings.Replace(reportpage.Command, "report.html", page, 1))[1:]
+	t.Chdir("../../..")
+	code, _, stderr := runCLI(t, append([]string{"-q"}, args...)...)
+	got, err := os.ReadFile(page)
+	if code != 0 || err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s: exit %d, %s%v; the page differs from reportpage.HTML's", reportpage.Command, code, stderr, err)
 	}
 }
