@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-packages=(./... ./miekgrrl/... ./coredns/... ./replay/...)
+packages=(./... ./miekgrrl/... ./coredns/... ./replay/... ./kerneldrop/...)
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
