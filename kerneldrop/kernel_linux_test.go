@@ -230,3 +230,204 @@ func TestDropIPv4(t *testing.T) {
 		t.Errorf("after Close: %d of 10 received", got-1)
 	}
 }
+
+func TestDropIPv6(t *testing.T) {
+	c := newFakeClock()
+	l := openLo(t, c, Config{For: time.Minute})
+	srv := listenUDP(t, "udp6", "[::1]:0")
+	dst := netip.AddrPortFrom(netip.IPv6Loopback(), srv.port())
+	if err := l.AddListener(dst); err != nil {
+		t.Skipf("IPv6 on lo: %v", err)
+	}
+	src := netip.IPv6Loopback()
+	send(t, src, dst, 1)
+	if got := srv.settle(src, 1); got != 1 {
+		t.Fatalf("before the block: %d of 1 received", got)
+	}
+	block(t, l, c, netip.PrefixFrom(src, 128))
+	const n = 100
+	send(t, src, dst, n)
+	// A datagram sent after the others and received says they have all
+	// been through lo: ::1 to the IPv4 listener of another test socket.
+	srv4 := listenUDP(t, "udp4", "127.0.0.1:0")
+	_, v4src := testNet()
+	send(t, v4src, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), srv4.port()), 1)
+	srv4.settle(v4src, 1)
+	time.Sleep(50 * time.Millisecond)
+	if got := srv.got(src); got != 1 {
+		t.Errorf("::1, listed: %d received after the block, want 0", got-1)
+	}
+	v4, v6 := l.DroppedByFamily()
+	if v4 != 0 || v6 != n {
+		t.Errorf("Dropped: IPv4 %d, IPv6 %d; want 0, %d", v4, v6, n)
+	}
+	t.Logf("listed ::1/128: %d sent, %d received, %d dropped in the kernel", n, srv.got(src)-1, v6)
+}
+
+// TestWildcardListener: a server on [::] (dual stack) is a listener of
+// any address on its port, IPv4 too; 0.0.0.0 of IPv4 only.
+func TestWildcardListener(t *testing.T) {
+	c := newFakeClock()
+	l := openLo(t, c, Config{For: time.Minute})
+	srv := listenUDP(t, "udp", "[::]:0")
+	if err := l.AddListener(netip.AddrPortFrom(netip.IPv6Unspecified(), srv.port())); err != nil {
+		t.Fatal(err)
+	}
+	bad, badSrc := testNet()
+	block(t, l, c, bad)
+	goodSrc := netip.AddrFrom4([4]byte{badSrc.As4()[0], badSrc.As4()[1], badSrc.As4()[2] + 1, 1})
+	for _, to := range []string{"127.0.0.1", "127.0.0.2"} {
+		dst := netip.AddrPortFrom(netip.MustParseAddr(to), srv.port())
+		send(t, badSrc, dst, 20)
+		send(t, goodSrc, dst, 20)
+	}
+	if got := srv.settle(goodSrc, 40); got != 40 {
+		t.Errorf("not listed: %d of 40 received", got)
+	}
+	if got := srv.got(badSrc); got != 0 {
+		t.Errorf("listed: %d of 40 received, want 0", got)
+	}
+	if d := l.Dropped(); d != 40 {
+		t.Errorf("Dropped %d, want 40", d)
+	}
+
+	// Taken away, the listener no longer drops.
+	l.RemoveListener(netip.AddrPortFrom(netip.IPv6Unspecified(), srv.port()))
+	send(t, badSrc, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), srv.port()), 5)
+	if got := srv.settle(badSrc, 5); got != 5 {
+		t.Errorf("listener removed: %d of 5 received", got)
+	}
+}
+
+// TestExpiry: the kernel stops dropping at the deadline, and Tick takes an
+// entry out when For is over on the List's clock.
+func TestExpiry(t *testing.T) {
+	c := newFakeClock()
+	const forKernel = 1500 * time.Millisecond
+	l := openLo(t, c, Config{For: forKernel})
+	srv := listenUDP(t, "udp4", "127.0.0.1:0")
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), srv.port())
+	if err := l.AddListener(dst); err != nil {
+		t.Fatal(err)
+	}
+	bad, badSrc := testNet()
+	block(t, l, c, bad)
+	start := time.Now()
+	send(t, badSrc, dst, 1)
+	// Until the kernel's deadline, a datagram every 50ms is dropped; then
+	// they pass (the entry still in the map: user space's clock stands).
+	for i := 0; srv.got(badSrc) == 0; i++ {
+		if i == 200 {
+			t.Fatalf("still dropped %v after the deadline", time.Since(start))
+		}
+		time.Sleep(50 * time.Millisecond)
+		send(t, badSrc, dst, 1)
+	}
+	passed := time.Since(start)
+	if passed < forKernel-200*time.Millisecond {
+		t.Errorf("passed again after %v, before the deadline (%v)", passed, forKernel)
+	}
+	t.Logf("passed again after %v (For %v); %d dropped before", passed.Round(time.Millisecond), forKernel, l.Dropped())
+	if len(l.Networks()) != 1 {
+		t.Errorf("user space's clock stands, yet Networks is %v", l.Networks())
+	}
+
+	// Taken out by Tick long before the kernel's deadline.
+	l2 := openLo(t, c, Config{For: time.Hour})
+	srv2 := listenUDP(t, "udp4", "127.0.0.1:0")
+	dst2 := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), srv2.port())
+	if err := l2.AddListener(dst2); err != nil {
+		t.Fatal(err)
+	}
+	block(t, l2, c, bad)
+	send(t, badSrc, dst2, 10)
+	time.Sleep(100 * time.Millisecond)
+	if got := srv2.got(badSrc); got != 0 {
+		t.Fatalf("listed: %d of 10 received", got)
+	}
+	c.Advance(time.Hour)
+	l2.Tick()
+	if n := l2.Networks(); len(n) != 0 {
+		t.Errorf("after For and Tick: %v", n)
+	}
+	send(t, badSrc, dst2, 10)
+	if got := srv2.settle(badSrc, 10); got != 10 {
+		t.Errorf("taken out: %d of 10 received", got)
+	}
+}
+
+// TestShared: Lists on one interface share one attachment; the latest to
+// add a listener owns it; closing the older one (a reload) keeps the
+// program attached and the newer one's networks dropped; the last Close
+// detaches.
+func TestShared(t *testing.T) {
+	c := newFakeClock()
+	var lines []string
+	var mu sync.Mutex
+	logf := func(f string, args ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(f, args...))
+		mu.Unlock()
+	}
+	old := openLo(t, c, Config{For: time.Minute, Logf: logf})
+	srv := listenUDP(t, "udp4", "127.0.0.1:0")
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), srv.port())
+	if err := old.AddListener(dst); err != nil {
+		t.Fatal(err)
+	}
+	bad, badSrc := testNet()
+	block(t, old, c, bad)
+	a := attached()
+	if len(a) != 1 {
+		t.Fatalf("attached: %v", a)
+	}
+	var first attachment
+	for _, at := range a {
+		first = at
+	}
+	if first.refs != 1 {
+		t.Errorf("refs %d, want 1", first.refs)
+	}
+
+	next := openLo(t, c, Config{For: time.Minute, Logf: logf})
+	for _, at := range attached() {
+		if at.link != first.link || at.refs != 2 {
+			t.Errorf("the second List: link %v refs %d, want the first's link, 2", at.link, at.refs)
+		}
+	}
+	if err := next.AddListener(dst); err != nil {
+		t.Fatal(err)
+	}
+	// The listener is the new List's now, whose list is empty.
+	send(t, badSrc, dst, 5)
+	if got := srv.settle(badSrc, 5); got != 5 {
+		t.Errorf("the new List owns the listener, nothing listed: %d of 5 received", got)
+	}
+	block(t, next, c, bad)
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(attached()) != 1 {
+		t.Fatalf("after the old List's Close: attached %v", attached())
+	}
+	send(t, badSrc, dst, 20)
+	time.Sleep(100 * time.Millisecond)
+	if got := srv.got(badSrc); got != 5 {
+		t.Errorf("after the handover: %d of 20 received, want 0", got-5)
+	}
+	if d := next.Dropped(); d != 20 {
+		t.Errorf("the new List dropped %d, want 20", d)
+	}
+	next.Close()
+	if len(attached()) != 0 {
+		t.Errorf("after the last Close: attached %v", attached())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	joined := strings.Join(lines, "\n")
+	for _, want := range []string{"attached to lo (generic mode)", bad.String() + " dropped in the kernel for 1m0s", bad.String() + " out of the kernel"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("the log lacks %q:\n%s", want, joined)
+		}
+	}
+}
