@@ -25,6 +25,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -122,9 +123,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TickEvery == 0 {
 		c.TickEvery = min(max(c.For/20, 10*time.Millisecond), 500*time.Millisecond)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	return c, nil
 }
 
@@ -150,8 +148,13 @@ type Entry struct {
 
 // candidate is a network being refused, not in the kernel.
 type candidate struct {
-	start, last time.Time // the run's first and latest refusal
-	waiting     bool      // qualified while the kernel's list was full
+	start, last int64 // the run's first and latest refusal (List.now)
+	waiting     bool  // qualified while the kernel's list was full
+}
+
+// entry is a network in the kernel; the times are List.now's.
+type entry struct {
+	start, since, until int64
 }
 
 // List is a kernel drop list. Its methods are safe for concurrent use.
@@ -161,13 +164,17 @@ type candidate struct {
 type List struct {
 	cfg      Config
 	maxCands int
-	k        kernel // nil in ReportOnly mode
+	k        kernel    // nil in ReportOnly mode
+	base     time.Time // the time of List.now's 0
+	after    int64     // cfg.After, cfg.Pause and cfg.For in nanoseconds
+	pause    int64
+	forNS    int64
 
 	mu        sync.Mutex
 	cands     map[netip.Prefix]candidate
-	in        map[netip.Prefix]Entry
+	in        map[netip.Prefix]entry
 	listeners map[netip.AddrPort]bool
-	lastSweep time.Time
+	lastSweep int64 // when sweepLocked last ran; long ago before
 	closed    bool
 
 	stop chan struct{}
@@ -209,9 +216,18 @@ func newList(cfg Config, k kernel) *List {
 		cfg:       cfg,
 		maxCands:  4 * cfg.MaxNetworks,
 		k:         k,
+		after:     int64(cfg.After),
+		pause:     int64(cfg.Pause),
+		forNS:     int64(cfg.For),
 		cands:     make(map[netip.Prefix]candidate, 4*cfg.MaxNetworks),
-		in:        make(map[netip.Prefix]Entry, cfg.MaxNetworks),
+		in:        make(map[netip.Prefix]entry, cfg.MaxNetworks),
 		listeners: map[netip.AddrPort]bool{},
+		lastSweep: math.MinInt64 / 2,
+	}
+	if cfg.Now != nil {
+		l.base = cfg.Now()
+	} else {
+		l.base = time.Now()
 	}
 	if cfg.TickEvery > 0 {
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
@@ -303,7 +319,7 @@ func (l *List) Refused(network netip.Prefix) {
 	if !ok {
 		return
 	}
-	now := l.cfg.Now()
+	now := l.now()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -317,7 +333,7 @@ func (l *List) Refused(network netip.Prefix) {
 	switch {
 	case !ok:
 		if len(l.cands) >= l.maxCands {
-			if now.Sub(l.lastSweep) < l.cfg.Pause {
+			if now-l.lastSweep < l.pause {
 				l.mu.Unlock()
 				return
 			}
@@ -328,11 +344,11 @@ func (l *List) Refused(network netip.Prefix) {
 			}
 		}
 		c = candidate{start: now}
-	case now.Sub(c.last) > l.cfg.Pause:
+	case now-c.last > l.pause:
 		c = candidate{start: now}
 	}
 	c.last = now
-	if c.waiting || now.Sub(c.start) < l.cfg.After {
+	if c.waiting || now-c.start < l.after {
 		l.cands[p] = c
 		l.mu.Unlock()
 		return
@@ -366,7 +382,7 @@ func (l *List) log(lines ...logLine) {
 // the line to log and whether p went in. When the list is full, c waits;
 // when the kernel refuses, c's run starts again, to try again after
 // another After.
-func (l *List) enterLocked(p netip.Prefix, c *candidate, now time.Time) (logLine, bool) {
+func (l *List) enterLocked(p netip.Prefix, c *candidate, now int64) (logLine, bool) {
 	if len(l.in) >= l.cfg.MaxNetworks {
 		c.waiting = true
 		return logLine{}, false
@@ -378,8 +394,8 @@ func (l *List) enterLocked(p netip.Prefix, c *candidate, now time.Time) (logLine
 		}
 	}
 	delete(l.cands, p)
-	l.in[p] = Entry{Network: p, Refused: c.start, Since: now, Until: now.Add(l.cfg.For)}
-	run := now.Sub(c.start).Round(time.Millisecond)
+	l.in[p] = entry{start: c.start, since: now, until: now + l.forNS}
+	run := time.Duration(now - c.start).Round(time.Millisecond)
 	if l.k == nil {
 		return logLine{"kernel drop (report only): %s would be dropped for %v, refused for %v without a pause", []any{p, l.cfg.For, run}}, true
 	}
@@ -388,10 +404,10 @@ func (l *List) enterLocked(p netip.Prefix, c *candidate, now time.Time) (logLine
 
 // sweepLocked forgets the candidates whose run has ended (no refusal for
 // more than Pause).
-func (l *List) sweepLocked(now time.Time) {
+func (l *List) sweepLocked(now int64) {
 	l.lastSweep = now
 	for p, c := range l.cands {
-		if now.Sub(c.last) > l.cfg.Pause {
+		if now-c.last > l.pause {
 			delete(l.cands, p)
 		}
 	}
@@ -405,7 +421,7 @@ func (l *List) Tick() {
 	if l == nil {
 		return
 	}
-	now := l.cfg.Now()
+	now := l.now()
 	var lines []logLine
 	l.mu.Lock()
 	if l.closed {
@@ -413,7 +429,7 @@ func (l *List) Tick() {
 		return
 	}
 	for p, e := range l.in {
-		if now.Before(e.Until) {
+		if now < e.until {
 			continue
 		}
 		if l.k != nil {
@@ -423,7 +439,7 @@ func (l *List) Tick() {
 			}
 		}
 		delete(l.in, p)
-		lines = append(lines, l.leaveLine(e, now))
+		lines = append(lines, l.leaveLine(p, e, now))
 	}
 	l.sweepLocked(now)
 	if len(l.in) < l.cfg.MaxNetworks {
@@ -434,7 +450,7 @@ func (l *List) Tick() {
 			}
 		}
 		slices.SortFunc(waiting, func(a, b netip.Prefix) int {
-			return cmp.Or(l.cands[a].start.Compare(l.cands[b].start), a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+			return cmp.Or(cmp.Compare(l.cands[a].start, l.cands[b].start), a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 		})
 		for _, p := range waiting {
 			if len(l.in) >= l.cfg.MaxNetworks {
@@ -453,13 +469,25 @@ func (l *List) Tick() {
 	l.log(lines...)
 }
 
-func (l *List) leaveLine(e Entry, now time.Time) logLine {
-	held := now.Sub(e.Since).Round(time.Millisecond)
+func (l *List) leaveLine(p netip.Prefix, e entry, now int64) logLine {
+	held := time.Duration(now - e.since).Round(time.Millisecond)
 	if l.k == nil {
-		return logLine{"kernel drop (report only): %s out after %v", []any{e.Network, held}}
+		return logLine{"kernel drop (report only): %s out after %v", []any{p, held}}
 	}
-	return logLine{"kernel drop: %s out of the kernel after %v", []any{e.Network, held}}
+	return logLine{"kernel drop: %s out of the kernel after %v", []any{p, held}}
 }
+
+// now returns the List's time: nanoseconds since base. Without an injected
+// clock it reads only the monotonic clock, half the cost of time.Now.
+func (l *List) now() int64 {
+	if l.cfg.Now != nil {
+		return int64(l.cfg.Now().Sub(l.base))
+	}
+	return int64(time.Since(l.base))
+}
+
+// time returns the List's time t as a time.Time.
+func (l *List) time(t int64) time.Time { return l.base.Add(time.Duration(t)) }
 
 // Networks returns the networks in the kernel now (in ReportOnly mode,
 // those that would be), with the time they have left, the earliest to
@@ -468,12 +496,12 @@ func (l *List) Networks() []Entry {
 	if l == nil {
 		return nil
 	}
-	now := l.cfg.Now()
+	now := l.now()
 	l.mu.Lock()
 	var es []Entry
-	for _, e := range l.in {
-		if e.Left = e.Until.Sub(now); e.Left > 0 {
-			es = append(es, e)
+	for p, e := range l.in {
+		if e.until > now {
+			es = append(es, Entry{Network: p, Refused: l.time(e.start), Since: l.time(e.since), Until: l.time(e.until), Left: time.Duration(e.until - now)})
 		}
 	}
 	l.mu.Unlock()
@@ -521,7 +549,7 @@ func (l *List) Close() error {
 		return nil
 	}
 	l.closed = true
-	now := l.cfg.Now()
+	now := l.now()
 	var lines []logLine
 	var errs []error
 	for p, e := range l.in {
@@ -530,7 +558,7 @@ func (l *List) Close() error {
 				errs = append(errs, fmt.Errorf("kerneldrop: take %s out: %w", p, err))
 			}
 		}
-		lines = append(lines, l.leaveLine(e, now))
+		lines = append(lines, l.leaveLine(p, e, now))
 	}
 	clear(l.in)
 	clear(l.cands)
