@@ -166,6 +166,7 @@ scrape() {
 
 rows=()
 notes=()
+declare -A pcts answers
 kdrop_skip=
 
 # measure SERVER CONFIG LABEL FLOOD: one row. FLOOD is a rate for dnsperf
@@ -228,6 +229,8 @@ measure() {
 	local got="$answered/$asked"
 	((tcp == 0)) || got+=" ($tcp over TCP after TC)"
 	rows+=("| $label | $floodname | $rate | $us | $pct | $drops | $got |")
+	pcts[$server/$config/$flood]=${pct%\%}
+	answers[$server/$config/$flood]="$answered $asked"
 	say "$label, $floodname: sent $sent ($rate q/s); server CPU $us µs per flood query, $pct of a core; $drops dropped at its socket; legitimate answered $got"
 	if [[ $config == kdrop ]]; then
 		local kd
@@ -252,6 +255,18 @@ echo
 echo "| server, configuration | flood | flood sent (q/s) | server CPU per flood query (µs) | server CPU (% of one core) | dropped at the server's socket | legitimate answered |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+# With the kernel drop, does the legitimate client get every answer, and
+# does the server spend the least CPU on each flood of the three servers?
+for f in "${floods[@]}"; do
+	[[ -n ${pcts[coredns/kdrop/$f]:-} ]] || continue
+	read -r a n <<<"${answers[coredns/kdrop/$f]}"
+	k=${pcts[coredns/kdrop/$f]} least=yes
+	for other in knot/-/$f bind/-/$f; do
+		((k < ${pcts[$other]})) || least=no
+	done
+	if [[ $f == goroutine ]]; then fn="1 goroutine"; else fn="dnsperf $((f / 1000))k/s"; fi
+	notes+=("kernel-drop lo, $fn: the legitimate client got $a/$n ($( ((a == n)) && echo all || echo "not all")); server CPU $k% of a core against Knot's ${pcts[knot/-/$f]}% and BIND's ${pcts[bind/-/$f]}% (least: $least)")
+done
 if ((${#notes[@]})); then
 	echo
 	printf -- '- %s\n' "${notes[@]}"
