@@ -84,7 +84,8 @@ build_coredns || fail "could not build CoreDNS"
 build_in_module "$tmp/flood" ./e2e/sidebyside/flood || fail "could not build sidebyside/flood"
 build_in_module "$tmp/legit" ./e2e/sidebyside/legit || fail "could not build sidebyside/legit"
 
-read -r knot_port bind_port coredns_port metrics_port <<<"$(free_ports 4)"
+ports=$(free_ports 4) || { echo "$ports"; exit 1; }
+read -r knot_port bind_port coredns_port metrics_port <<<"$ports"
 cp "$dir/example.test.zone" "$tmp/"
 fill() { sed -e "s|{{DIR}}|$tmp|g" -e "s|{{PORT}}|$2|g" -e "s|{{METRICS}}|$metrics_port|g" "$dir/$1"; }
 fill named.conf "$bind_port" >"$tmp/named.conf"
@@ -140,7 +141,10 @@ stop() {
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.2
 	done
-	kill -9 "$pid" 2>/dev/null || true
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "$script: $pid did not stop within 10 s: KILL"
+		kill -9 "$pid" 2>/dev/null || true
+	fi
 	wait "$pid" 2>/dev/null || true
 	pid=
 }
