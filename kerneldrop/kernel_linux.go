@@ -303,16 +303,21 @@ func (g *kgroup) del(p netip.Prefix) error {
 }
 
 func (g *kgroup) dropped() (v4, v6 uint64, err error) {
+	return sumCounters(reg.counters, g.id)
+}
+
+// sumCounters returns group's counts in counters, summed over the CPUs.
+func sumCounters(counters *ebpf.Map, group uint32) (v4, v6 uint64, err error) {
 	var vals []uint64
-	for fam, i := range []uint32{g.id << 1, g.id<<1 | 1} {
-		if err := reg.counters.Lookup(i, &vals); err != nil {
+	for fam, i := range []uint32{group << 1, group<<1 | 1} {
+		if err := counters.Lookup(i, &vals); err != nil {
 			return 0, 0, err
 		}
 		var n uint64
 		for _, v := range vals {
 			n += v
 		}
-		if fam == 0 {
+		if fam == familyIPv4Key {
 			v4 = n
 		} else {
 			v6 = n
