@@ -36,9 +36,12 @@ type Options struct {
 	// its request limit refuses it, before the handler would run
 	// (Decision.RequestDropped), or else when the handler writes its first
 	// response, before the write. A request that is served and answered
-	// with nothing gets no call. It runs on the serving goroutines,
-	// concurrently: it must be safe for that, and quick. Nil costs nothing;
-	// a hook costs no allocation either.
+	// with nothing gets no call. A reader made by DecorateReader with these
+	// Options calls it for each request it refuses as it reads it
+	// (Decision.AtRead), before the middleware would see it. It runs on the
+	// serving goroutines (and the reading ones), concurrently: it must be
+	// safe for that, and quick. Nil costs nothing; a hook costs no
+	// allocation either.
 	OnDecision func(Decision)
 
 	// WildcardOrigin, if set, is asked for the wildcard origin of each
@@ -49,6 +52,22 @@ type Options struct {
 	// Now is the clock for cookies; nil means time.Now. The limiter has its
 	// own (rrl.Config.SetNowFunc).
 	Now func() time.Time
+
+	// ChargedAtRead tells Middleware that the requests it serves have been
+	// charged to their request limit as the server read them, by a reader
+	// that DecorateReader made with the same limiter and Options, which
+	// refused those over their limit and reported them (Decision.AtRead).
+	// The middleware then charges no request itself, so that each is
+	// charged once, and lets every one through. Every server that serves
+	// through the middleware must then read through such a reader, over UDP
+	// and TCP alike: a request that came another way is not charged at
+	// all. The response to a request with a valid server cookie, which is
+	// not debited, is reported with IPReason IPNotReached, since the
+	// middleware did not consult the request limit (the reader did, and let
+	// the request through). In report-only mode (ReportOnly) the field is
+	// ignored: DecorateReader then charges nothing, and the middleware
+	// charges and reports as it does without it.
+	ChargedAtRead bool
 }
 
 // Decision tells what the middleware decided for one request and its
@@ -69,6 +88,12 @@ type Decision struct {
 	// Response is nil and Tuple zero.
 	RequestDropped bool
 
+	// AtRead is set when the request was refused by a reader that
+	// DecorateReader made, as the server read it, before it was unpacked:
+	// Request is then nil, and Cookie is read from the packet's OPT record
+	// (CookieNone without Options.Cookies). RequestDropped is set too.
+	AtRead bool
+
 	// Limited is false when a valid server cookie exempted the response
 	// from the response limits: the request limit still applied, and
 	// IPReason is what it said (IPOk, IPNotConfigured when no request limit
@@ -85,8 +110,9 @@ type Decision struct {
 	// Request is the query; Response is the handler's answer (or the
 	// middleware's own, for the requests it answers itself), not the slip
 	// reply nor the copy that carries a server cookie, and nil when the
-	// request was dropped before the handler. Neither may be kept or
-	// changed by the hook.
+	// request was dropped before the handler. Request is nil for a request
+	// refused as it was read (AtRead). Neither may be kept or changed by
+	// the hook.
 	Request, Response *dns.Msg
 }
 
@@ -127,6 +153,11 @@ type Decision struct {
 //     on (a cookie-only exchange, RFC 7873 section 5.4), FORMERR otherwise.
 //
 // A nil limiter limits nothing: the middleware then only serves cookies.
+//
+// With Options.ChargedAtRead the request limits are left to the servers'
+// readers (DecorateReader), which refuse a request over its limit before
+// it is unpacked: the middleware then charges no request, and serves every
+// one that reaches it as one its request limit let through.
 //
 // The ResponseWriter given to next must not be used after next returns,
 // unless next hijacked it, as dns.Transfer does: the middleware recycles
@@ -373,6 +404,10 @@ func (hd *handle) SetWildcardOrigin(origin string) {
 // would not have existed.
 func (s *state) admit() bool {
 	h := s.h
+	if h.opts.ChargedAtRead && !h.opts.ReportOnly {
+		s.reqIP = rrl.IPNotReached // the reader charged the request and let it through
+		return true
+	}
 	act, ipr := h.limiter.DebitRequestAddr(s.client, s.udp, s.ck.state == CookieValid)
 	s.reqIP = ipr
 	if act == rrl.Send {
