@@ -431,3 +431,20 @@ func TestShared(t *testing.T) {
 		}
 	}
 }
+
+// TestUnprivileged: without privilege, Open says what it needs. (It runs
+// only when the tests do not run as root.)
+func TestUnprivileged(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("runs without root only")
+	}
+	l, err := Open(Config{Interfaces: []string{"lo"}})
+	if err == nil {
+		l.Close()
+		t.Skip("this process may load XDP programs without root")
+	}
+	if !strings.Contains(err.Error(), "needs root, or CAP_BPF and CAP_NET_ADMIN") {
+		t.Errorf("Open without privilege: %v", err)
+	}
+	t.Log(err)
+}

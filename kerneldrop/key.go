@@ -19,17 +19,8 @@ const (
 	// has a group, its listeners point to it and its networks are tagged
 	// with it.
 	maxGroups = 1024
-	// maxListeners bounds the listener map (addresses × ports ×
-	// interfaces over all Lists).
-	maxListeners = 4096
-	// maxBlocked bounds the blocked map over all Lists; each List keeps to
-	// its MaxNetworks, at most maxNetworksLimit. The map is not
-	// preallocated: entries cost memory only while they exist.
-	maxBlocked = 1 << 18
 	// maxNetworksLimit is the largest MaxNetworks.
 	maxNetworksLimit = 1 << 16
-
-	noPrealloc = 1 // BPF_F_NO_PREALLOC
 )
 
 // normalize returns the network p names as the kernel keys it: masked,

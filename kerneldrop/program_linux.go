@@ -203,6 +203,18 @@ func program(listeners, blocked, counters int) asm.Instructions {
 	}
 }
 
+const (
+	// maxListeners bounds the listener map (addresses × ports ×
+	// interfaces over all Lists).
+	maxListeners = 4096
+	// maxBlocked bounds the blocked map over all Lists; each List keeps to
+	// its MaxNetworks, at most maxNetworksLimit. The map is not
+	// preallocated: entries cost memory only while they exist.
+	maxBlocked = 1 << 18
+
+	noPrealloc = 1 // BPF_F_NO_PREALLOC
+)
+
 // mapSpecs are the program's three maps.
 func mapSpecs() (listeners, blocked, counters *ebpf.MapSpec) {
 	listeners = &ebpf.MapSpec{
