@@ -121,7 +121,7 @@ start() {
 	local log=$tmp/$1.log
 	case $1 in
 	knot) taskset -c 1 knotd -c "$tmp/knot.conf" >"$log" 2>&1 & ;;
-	bind) taskset -c 1 named -g -n 1 -U 1 -c "$tmp/named.conf" >"$log" 2>&1 & ;;
+	bind) taskset -c 1 named -f -n 1 -U 1 -c "$tmp/named.conf" >"$log" 2>&1 & ;;
 	coredns) GOMAXPROCS=1 taskset -c 1 "$tmp/coredns" -conf "$tmp/Corefile.$2" >"$log" 2>&1 & ;;
 	esac
 	pid=$!
