@@ -158,9 +158,9 @@ type entry struct {
 }
 
 // List is a kernel drop list. Its methods are safe for concurrent use.
-// A nil *List does nothing: Refused, Tick and Close do nothing, Dropped
-// is 0 and Networks nil, so a server can call it whether the kernel drop
-// is on or not.
+// A nil *List does nothing: Refused, Tick, AddListener, RemoveListener
+// and Close do nothing (and return nil), Dropped is 0 and Networks nil, so
+// a server can call it whether the kernel drop is on or not.
 type List struct {
 	cfg      Config
 	maxCands int
