@@ -49,7 +49,7 @@ func startLoopbackOn(t *testing.T, host string, h dns.Handler) loopbackServer {
 }
 
 // activate serves srv, whose listener is set, until the test ends.
-func activate(t *testing.T, srv *dns.Server) {
+func activate(t testing.TB, srv *dns.Server) {
 	started := make(chan struct{})
 	srv.NotifyStartedFunc = func() { close(started) }
 	go srv.ActivateAndServe()

@@ -312,7 +312,7 @@ func (s *floodServer) servedFrom(ip string) int {
 
 // wait waits until the server has done with n requests: refused them or
 // served them.
-func (s *floodServer) wait(t *testing.T, n int64) {
+func (s *floodServer) wait(t testing.TB, n int64) {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for s.done.Load() < n {
@@ -327,7 +327,7 @@ func (s *floodServer) wait(t *testing.T, n int64) {
 // startFloodServer serves answerHandler behind lim: with decorate, through
 // DecorateReader and Middleware with ChargedAtRead, else through the
 // Middleware alone.
-func startFloodServer(t *testing.T, lim *rrl.RRL, opts Options, decorate bool) *floodServer {
+func startFloodServer(t testing.TB, lim *rrl.RRL, opts Options, decorate bool) *floodServer {
 	s := &floodServer{served: map[string]int{}, notify: make(chan struct{}, 1)}
 	hook := opts.OnDecision
 	opts.OnDecision = func(d Decision) {
