@@ -7,7 +7,7 @@
 # CPU time per flood query and its share of one core, and how many of the
 # legitimate client's queries were answered.
 #
-#   bash coredns/e2e/sidebyside.sh            # about 4 minutes
+#   bash coredns/e2e/sidebyside.sh            # about 3 minutes
 #   QUICK=1 bash coredns/e2e/sidebyside.sh    # shorter floods: a smoke run
 #
 # Run it as root on a quiet machine with at least 2 cores: each server runs
