@@ -13,6 +13,8 @@ require (
 	github.com/prometheus/common v0.72.0
 )
 
+require github.com/cilium/ebpf v0.22.0 // indirect
+
 require (
 	github.com/apparentlymart/go-cidr v1.1.1 // indirect
 	github.com/aws/aws-sdk-go-v2 v1.47.1 // indirect
@@ -36,6 +38,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/dchest/siphash v1.2.3 // indirect
+	github.com/dnsrrl/rrl/kerneldrop v0.1.0
 	github.com/dnstap/golang-dnstap v0.4.0 // indirect
 	github.com/expr-lang/expr v1.17.8 // indirect
 	github.com/farsightsec/golang-framestream v0.3.0 // indirect
@@ -82,3 +85,5 @@ replace (
 	github.com/dnsrrl/rrl => ../
 	github.com/dnsrrl/rrl/miekgrrl => ../miekgrrl
 )
+
+replace github.com/dnsrrl/rrl/kerneldrop => ../kerneldrop

@@ -86,6 +86,16 @@ var (
 		prometheus.BuildFQName(plugin.Namespace, pluginName, "request_prefix_exceeded_total"),
 		"Unproven requests refused because a prefix of their source was over its allowance in ipv4-request-prefixes or ipv6-request-prefixes (among requests_exceeded_total with source unproven), by the prefix's configured length.",
 		[]string{"server", "zone", "family", "prefix_length"}, nil)
+
+	kernelDroppedDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(plugin.Namespace, pluginName, "kernel_dropped_total"),
+		"UDP packets that kernel-drop's XDP program dropped before they reached the server: packets to the block's listeners from networks in its kernel drop list, as the kernel counted them.",
+		[]string{"server", "zone"}, nil)
+
+	kernelNetworksDesc = prometheus.NewDesc(
+		prometheus.BuildFQName(plugin.Namespace, pluginName, "kernel_networks"),
+		"Networks in the server block's kernel drop list now (in report-only mode, those that would be).",
+		[]string{"server", "zone"}, nil)
 )
 
 func init() { prometheus.MustRegister(liveInstances) }
@@ -156,6 +166,7 @@ type instanceStats struct {
 	maxTableSize int
 	limiter      *core.RRL
 	prefixes     [2][]core.RequestPrefix           // ipv4-request-prefixes, ipv6-request-prefixes
+	kernel       *kernelDrop                       // kernel-drop, nil when off
 	servers      atomic.Pointer[[]*serverCounters] // copied on write, under serversMu
 	serversMu    sync.Mutex
 	limited      limitedCount
@@ -321,6 +332,8 @@ func (in *instances) Describe(ch chan<- *prometheus.Desc) {
 	ch <- evictionsDesc
 	ch <- limitedDesc
 	ch <- requestPrefixDesc
+	ch <- kernelDroppedDesc
+	ch <- kernelNetworksDesc
 }
 
 // Collect implements prometheus.Collector. A block that listens on several
@@ -353,6 +366,10 @@ func (in *instances) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(requestPrefixDesc, prometheus.CounterValue, float64(st.RequestPrefixDrops[fam][i]),
 					server, zone, familyLabels[fam], strconv.Itoa(p.Bits))
 			}
+		}
+		if l := s.kernel.opened(); l != nil {
+			ch <- prometheus.MustNewConstMetric(kernelDroppedDesc, prometheus.CounterValue, float64(l.Dropped()), server, zone)
+			ch <- prometheus.MustNewConstMetric(kernelNetworksDesc, prometheus.GaugeValue, float64(len(l.Networks())), server, zone)
 		}
 	}
 }

@@ -53,7 +53,8 @@ type RRL struct {
 	tickStop chan struct{} // closed to stop the ticker
 	tickDone chan struct{} // closed by the ticker when it has stopped
 
-	ops *ops // status and log-limited (status.go); nil when neither is set
+	ops    *ops        // status and log-limited (status.go); nil when neither is set
+	kernel *kernelDrop // kernel-drop (kernel.go); nil when not set
 }
 
 // zoneIndexFrom is the number of zones from which matchZone looks the
@@ -90,6 +91,8 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	h.shared = newSharedLimiter(cfg, h.stats)
 	h.limiter = h.shared.limiter
 	h.stats.limiter = h.limiter
+	h.kernel = newKernelDrop(cfg, opts.kernel)
+	h.stats.kernel = h.kernel
 	h.sized = h.limiter.NeedsResponseSize()
 	h.noCookie = h.limiter.NoCookieUDPSize()
 	h.bytesRated = cfg.AllBytesPerSecond() > 0
@@ -131,8 +134,7 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	cookie := ck.State()
 	proven := cookie == miekgrrl.CookieValid
 
-	reqAct, _ := h.limiter.DebitRequestAddr(client, udp, proven)
-	refused := reqAct == core.Drop
+	refused := h.debitRequest(client, udp, proven) == core.Drop
 	if refused {
 		h.stats.requestRefused(server, zone, proven || !udp)
 		if !h.reportOnly {
@@ -187,6 +189,21 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 		}
 	}
 	return rcode, err
+}
+
+// debitRequest charges the request to its network's request accounts, and
+// with kernel-drop tells the kernel drop list of an unproven UDP request
+// they refused.
+func (h *RRL) debitRequest(client netip.Addr, udp, proven bool) core.Action {
+	if h.kernel == nil {
+		act, _ := h.limiter.DebitRequestAddr(client, udp, proven)
+		return act
+	}
+	act, _, why := h.limiter.DebitRequestLimit(client, udp, proven)
+	if act == core.Drop && udp && !proven {
+		h.kernel.refused(client, why)
+	}
+	return act
 }
 
 // next calls the next plugin. plugin.NextOrFailure would wrap rec in a

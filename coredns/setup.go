@@ -53,6 +53,7 @@ func setup(c *caddy.Controller) error {
 	// it. OnShutdown runs on every reload and at the end; OnFinalShutdown
 	// only at the end; stop is safe to call more than once.
 	c.OnStartup(func() error { return h.ops.start(h) }) // status and log-limited (status.go)
+	onStartupKernel(c, h)                               // kernel-drop (kernel.go)
 	c.OnRestart(func() error { restarts.begin(gen); return nil })
 	c.OnRestartFailed(func() error { restarts.failed(gen); return nil })
 	c.OnShutdown(func() error { h.stop(); restarts.done(gen); return nil })
@@ -177,7 +178,8 @@ type options struct {
 	reportOnly bool
 	secret     [16]byte
 	previous   *[16]byte
-	ops        opsOptions // status and log-limited (status.go)
+	ops        opsOptions    // status and log-limited (status.go)
+	kernel     kernelOptions // kernel-drop (kernel.go)
 }
 
 // parseBlock reads the block after "rrl [ZONES...]". Each directive may
@@ -201,6 +203,9 @@ func parseBlock(c *caddy.Controller) (*core.Config, options, error) {
 		if err := parseDirective(c, cfg, &opts, kw, args); err != nil {
 			return nil, opts, err
 		}
+	}
+	if err := checkKernel(c, cfg, opts.kernel, seen); err != nil {
+		return nil, opts, err
 	}
 	return cfg, opts, nil
 }
@@ -243,6 +248,8 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 		return parseStatus(c, cfg, &opts.ops, args)
 	case kw == "log-limited":
 		return parseLogLimited(c, cfg, &opts.ops, args)
+	case kw == "kernel-drop" || kw == "kernel-drop-after" || kw == "kernel-drop-for":
+		return parseKernel(c, &opts.kernel, kw, args)
 	default:
 		return c.Err(unknownProperty(kw))
 	}
@@ -250,7 +257,8 @@ func parseDirective(c *caddy.Controller, cfg *core.Config, opts *options, kw str
 }
 
 // pluginKeywords are the block's directives beside the core's keywords.
-var pluginKeywords = []string{"report-only", "log-only", "cookie-secret", "status", "log-limited"}
+var pluginKeywords = []string{"report-only", "log-only", "cookie-secret", "status", "log-limited",
+	"kernel-drop", "kernel-drop-after", "kernel-drop-for"}
 
 // unknownProperty is the error for a directive the block does not know: it
 // names the nearest one, if one is near, and lists them all.

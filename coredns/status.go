@@ -133,7 +133,7 @@ func (o *ops) start(h *RRL) error {
 	if o.finished || o.listed || o.stopLog != nil {
 		return nil
 	}
-	block := statusBlock{seq: h.stats.seq, zones: h.Zones, servers: h.listeners, reportOnly: h.reportOnly, limiter: h.limiter}
+	block := statusBlock{seq: h.stats.seq, zones: h.Zones, servers: h.listeners, reportOnly: h.reportOnly, limiter: h.limiter, kernel: h.kernel}
 	if o.opts.status != "" {
 		if err := statusListeners.add(o.opts.status, o, block); err != nil {
 			return err
@@ -269,6 +269,7 @@ type statusBlock struct {
 	servers    []string
 	reportOnly bool
 	limiter    *core.RRL
+	kernel     *kernelDrop // nil without kernel-drop
 }
 
 // listeners is the process's status listeners, by address as the
@@ -344,6 +345,7 @@ type blockJSON struct {
 	Servers    []string               `json:"servers"`
 	ReportOnly bool                   `json:"report_only"`
 	Limited    []miekgrrl.LimitedJSON `json:"limited"`
+	Kernel     []kernelJSON           `json:"kernel,omitempty"` // with kernel-drop: the networks in the kernel
 }
 
 // ServeHTTP serves the limited accounts of every block on the listener,
@@ -364,7 +366,7 @@ func (s *statusListener) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	doc := statusJSON{Blocks: []blockJSON{}}
 	for _, b := range s.current() {
 		doc.Blocks = append(doc.Blocks, blockJSON{Zones: b.zones, Servers: b.servers, ReportOnly: b.reportOnly,
-			Limited: miekgrrl.NewLimitedJSON(b.limiter.Limited(n, order))})
+			Limited: miekgrrl.NewLimitedJSON(b.limiter.Limited(n, order)), Kernel: newKernelJSON(b.kernel.opened())})
 	}
 	writeJSON(w, doc)
 }
