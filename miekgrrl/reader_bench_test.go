@@ -234,4 +234,3 @@ func BenchmarkLoopback(b *testing.B) {
 		send(b, pc.LocalAddr().String(), n.Load, notify)
 	})
 }
-

@@ -7,6 +7,14 @@
 //
 //	rrl-example-server [-port 5300] [-rate 5] [-slip 2] [-window 15] [-requests 0] [-proven-requests r]
 //	                   [-secret hex] [-report-only] [-status host:port] [-v]
+//	                   [-refuse-at-read=true] [-udp-rcvbuf bytes]
+//
+// A request over its request limit is refused as the server reads it,
+// before it is unpacked (miekgrrl.DecorateReader); with
+// -refuse-at-read=false the middleware refuses it, after package dns has
+// unpacked it. -udp-rcvbuf sizes the UDP socket's receive buffer, and the
+// server logs what the kernel granted (see ../../README.md, "Receive
+// buffers").
 //
 // With -status, it serves the accounts being limited now as JSON at
 // http://host:port/rrl/limited (miekgrrl.LimitedHandler): query n (how
@@ -45,8 +53,12 @@ type options struct {
 	reportOnly bool
 	status     string // host:port of the HTTP status endpoint; "" for none
 	verbose    bool
-	now        func() time.Time // the limiter's clock; nil for the real one
-	onDecision func(miekgrrl.Decision)
+	// noReadRefusal leaves the request limits to the middleware rather
+	// than to the servers' readers (-refuse-at-read=false).
+	noReadRefusal bool
+	udpRcvBuf     int              // bytes asked for the UDP receive buffer; 0 for the kernel's default
+	now           func() time.Time // the limiter's clock; nil for the real one
+	onDecision    func(miekgrrl.Decision)
 }
 
 func main() {
@@ -80,8 +92,13 @@ func parseFlags(args []string) (options, error) {
 	reportOnly := fs.Bool("report-only", false, "send every response; only log what would be limited")
 	status := fs.String("status", "", "serve the accounts being limited now as JSON at http://`host:port`/rrl/limited")
 	verbose := fs.Bool("v", false, "log every decision")
+	atRead := fs.Bool("refuse-at-read", true, "refuse a request over its request limit as it is read, before it is unpacked (false: in the middleware)")
+	rcvbuf := fs.Int("udp-rcvbuf", 0, "receive buffer of the UDP socket in `bytes` (0: the kernel's default, net.core.rmem_default)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
+	}
+	if *rcvbuf < 0 || *rcvbuf > maxRcvBuf {
+		return options{}, fmt.Errorf("-udp-rcvbuf: want 0 to %d bytes, got %d", maxRcvBuf, *rcvbuf)
 	}
 	o := options{
 		addr:       net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)),
@@ -93,6 +110,9 @@ func parseFlags(args []string) (options, error) {
 		reportOnly: *reportOnly,
 		status:     *status,
 		verbose:    *verbose,
+
+		noReadRefusal: !*atRead,
+		udpRcvBuf:     *rcvbuf,
 	}
 	if _, err := o.config(); err != nil {
 		return o, err
@@ -139,6 +159,7 @@ type server struct {
 	limiter  *rrl.RRL
 	cookies  *miekgrrl.Cookies
 	settings string // the limiter's settings that the flags set, as it holds them
+	rcvbuf   rcvBuf // the UDP receive buffer, with -udp-rcvbuf
 }
 
 // start loads and signs the zone and serves it on o.addr until shutdown.
@@ -167,19 +188,33 @@ func start(o options) (*server, error) {
 	if o.verbose {
 		opts.OnDecision = logDecision(o.onDecision)
 	}
+	// The readers refuse the requests over their limits before package dns
+	// unpacks them; the middleware, told so, charges none again.
+	var decorate dns.DecorateReader
+	if !o.noReadRefusal {
+		decorate = miekgrrl.DecorateReader(s.limiter, opts)
+		opts.ChargedAtRead = true
+	}
 	h := miekgrrl.Middleware(s.limiter, zoneHandler(z), opts)
 
 	pc, err := net.ListenPacket("udp", o.addr)
 	if err != nil {
 		return nil, err
 	}
+	if o.udpRcvBuf > 0 {
+		if s.rcvbuf, err = setReadBuffer(pc.(*net.UDPConn), o.udpRcvBuf); err != nil {
+			pc.Close()
+			return nil, fmt.Errorf("-udp-rcvbuf: %v", err)
+		}
+		log.Print(s.rcvbuf)
+	}
 	ln, err := net.Listen("tcp", pc.LocalAddr().String())
 	if err != nil {
 		pc.Close()
 		return nil, err
 	}
-	s.udp = &dns.Server{PacketConn: pc, Handler: h, MsgAcceptFunc: miekgrrl.AcceptCookieOnly}
-	s.tcp = &dns.Server{Listener: ln, Handler: h, MsgAcceptFunc: miekgrrl.AcceptCookieOnly}
+	s.udp = &dns.Server{PacketConn: pc, Handler: h, MsgAcceptFunc: miekgrrl.AcceptCookieOnly, DecorateReader: decorate}
+	s.tcp = &dns.Server{Listener: ln, Handler: h, MsgAcceptFunc: miekgrrl.AcceptCookieOnly, DecorateReader: decorate}
 	for _, srv := range []*dns.Server{s.udp, s.tcp} {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
@@ -257,7 +292,10 @@ func logDecision(next func(miekgrrl.Decision)) func(miekgrrl.Decision) {
 		switch {
 		case d.RequestDropped:
 			q := "no question"
-			if len(d.Request.Question) > 0 {
+			switch {
+			case d.Request == nil:
+				q = "not unpacked" // refused as it was read
+			case len(d.Request.Question) > 0:
 				q = fmt.Sprintf("%s %q", dns.TypeToString[d.Request.Question[0].Qtype], d.Request.Question[0].Name)
 			}
 			log.Printf("%s %s request %s: %v%s [%v %v]", d.Client, transport, q, d.Action, report, d.IPReason, d.Cookie)
