@@ -135,7 +135,7 @@ func TestParseArgumentCount(t *testing.T) {
 // A misspelt directive is answered with the nearest one, core or plugin,
 // and the list of them all; nonsense with the list alone.
 func TestSetupUnknownPropertySuggests(t *testing.T) {
-	list := strings.Join(core.Keywords(), ", ") + ", report-only, log-only, cookie-secret, status, log-limited"
+	list := strings.Join(core.Keywords(), ", ") + ", report-only, log-only, cookie-secret, status, log-limited, kernel-drop, kernel-drop-after, kernel-drop-for"
 	for _, tc := range []struct{ line, want string }{
 		{"responses-per-secnd 5", `unknown property "responses-per-secnd"; did you mean "responses-per-second"? The properties are `},
 		{"nxdomain-per-second 5", `unknown property "nxdomain-per-second"; did you mean "nxdomains-per-second"? The properties are `},
