@@ -117,6 +117,10 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			cf.CookieSecrets, core = secrets, false
 		case "status", "log-limited": // what an operator sees, not what is limited
 			core = false
+		case "kernel-drop", "kernel-drop-after", "kernel-drop-for":
+			// Where refusals are made cheaper, not what is refused: a
+			// network in the kernel sends nothing the server would answer.
+			core = false
 		case "exempt-clients":
 			if len(vals) == 0 {
 				return nil, d.Errf("%s needs at least one address or CIDR prefix", kw)
@@ -132,7 +136,8 @@ func parseRRLBlock(file string, keys []string, toks []caddyfile.Token) (*Corefil
 			if !slices.Contains(rrl.Keywords(), kw) {
 				// The plugin's message: the nearest property, if one is
 				// near, and all of them.
-				props := append(rrl.Keywords(), "report-only", "log-only", "cookie-secret", "status", "log-limited")
+				props := append(rrl.Keywords(), "report-only", "log-only", "cookie-secret", "status", "log-limited",
+					"kernel-drop", "kernel-drop-after", "kernel-drop-for")
 				hint := "the"
 				if s := rrl.Suggest(kw, props); s != "" {
 					hint = fmt.Sprintf("did you mean %q? The", s)

@@ -23,6 +23,9 @@ example.org:53 example.net {
         exempt-clients 2001:db8::/32
         log-only
         cookie-secret 000102030405060708090a0b0c0d0e0f
+        kernel-drop lo
+        kernel-drop-after 2s
+        kernel-drop-for 30s
     }
 }
 other.example {
