@@ -30,8 +30,9 @@
 # The configurations of CoreDNS: responses-per-second 5 alone, with
 # requests-per-second 20, and with requests-per-second 20 and kernel-drop lo
 # (an XDP program on lo drops the flood once its network has been refused
-# for a second); that row is skipped, with a message, when the binary does
-# not know kernel-drop or cannot attach to lo.
+# for a second); that row is skipped, with CoreDNS's message, when the
+# binary does not know kernel-drop or cannot attach to lo (not root, or
+# another XDP program on lo).
 #
 # What it needs, installed with apt-get when missing (as root): bind9
 # (named), knot (knotd) and dnsperf; and go and taskset. Where the packages
@@ -186,8 +187,8 @@ measure() {
 	if ! start "$server" "$config"; then
 		if [[ $config == kdrop ]] && grep -qiE 'kernel-drop|xdp|bpf' "$tmp/$server.log"; then
 			kdrop_skip=$(grep -m1 -iE 'kernel-drop|xdp|bpf' "$tmp/$server.log" | sed 's/;.*//')
-			say "SKIP $label: the binary refuses it: $kdrop_skip"
-			notes+=("$label skipped: the binary refused the configuration: $kdrop_skip")
+			say "SKIP $label: CoreDNS does not start with it: $kdrop_skip"
+			notes+=("$label skipped: CoreDNS does not start with it: $kdrop_skip")
 			rows+=("| $label | $floodname | skipped | | | | |")
 			return
 		fi
