@@ -122,6 +122,24 @@
 // by its request limit costs no allocation and less than the handler
 // would (see README.md).
 //
+// # Refusing as the server reads
+//
+// DecorateReader makes a dns.DecorateReader that charges each request to
+// its request limit as the server reads it, and refuses one over its limit
+// before package dns unpacks it, starts a goroutine for it or asks
+// MsgAcceptFunc about it; a valid server cookie is read from the packet's
+// OPT record without unpacking the message. Give the middleware the same
+// Options with ChargedAtRead set, so that it charges no request again:
+//
+//	opts := miekgrrl.Options{Cookies: cookies}
+//	decorate := miekgrrl.DecorateReader(limiter, opts)
+//	opts.ChargedAtRead = true
+//	h := miekgrrl.Middleware(limiter, zoneHandler, opts)
+//	srv := &dns.Server{PacketConn: pc, Handler: h, DecorateReader: decorate}
+//
+// A refused UDP request then costs a read and a debit, about what reading
+// and discarding the packet costs (see README.md).
+//
 // To take cookie-only queries (no question) at all, serve with
 // dns.Server{MsgAcceptFunc: miekgrrl.AcceptCookieOnly}.
 package miekgrrl
