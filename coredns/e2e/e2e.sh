@@ -253,6 +253,9 @@ fi
 # have a script of their own, which needs dig; it runs the binary built here.
 if [[ $client == dig ]]; then
 	RRL_COREDNS=$tmp/coredns bash "$repo/coredns/e2e/protect.sh" || fail "protect.sh failed"
+	# kernel-drop under a flood, with and without; it needs root and skips
+	# without.
+	RRL_COREDNS=$tmp/coredns bash "$repo/coredns/e2e/kerneldrop.sh" || fail "kerneldrop.sh failed"
 fi
 
 echo "e2e: PASS"
