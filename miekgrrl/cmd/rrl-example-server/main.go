@@ -242,9 +242,13 @@ func (s *server) serveStatus(addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/rrl/limited", miekgrrl.LimitedHandler(s.limiter))
-	s.status, s.statusLn = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln
+	// Bounded in connections and time: a status endpoint must not become
+	// a way to exhaust the DNS server's descriptors.
+	s.status, s.statusLn = miekgrrl.ServeStatus(ln, mux, miekgrrl.DefaultStatusLimits), ln
 	log.Printf("serving the accounts being limited at http://%s/rrl/limited", ln.Addr())
-	go s.status.Serve(ln)
+	if miekgrrl.StatusExposed(ln.Addr()) {
+		log.Printf("warning: -status %s listens beyond loopback: anyone who reaches it sees the networks being limited", addr)
+	}
 	return nil
 }
 

@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"log"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/dnsrrl/rrl/miekgrrl"
@@ -45,5 +48,25 @@ func TestStatusFlag(t *testing.T) {
 	}
 	if _, err := start(options{addr: "127.0.0.1:0", rate: "1", status: "127.0.0.1:99999"}); err == nil {
 		t.Error("a bad -status address started")
+	}
+}
+
+// TestStatusBounded: the -status server is miekgrrl.ServeStatus's, whose
+// connections are capped and timed out, and listening beyond loopback is
+// said in the log; on loopback it is not.
+func TestStatusBounded(t *testing.T) {
+	var logged strings.Builder
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
+	s, _, _ := startTestServer(t, func(o *options) { o.status = "127.0.0.1:0" })
+	if s.status.ReadHeaderTimeout != miekgrrl.DefaultStatusLimits.ReadTimeout || s.status.IdleTimeout != miekgrrl.DefaultStatusLimits.IdleTimeout {
+		t.Errorf("status server timeouts %v %v, want ServeStatus's defaults", s.status.ReadHeaderTimeout, s.status.IdleTimeout)
+	}
+	if strings.Contains(logged.String(), "beyond loopback") {
+		t.Errorf("a warning for a loopback listener:\n%s", logged.String())
+	}
+	startTestServer(t, func(o *options) { o.status = "0.0.0.0:0" })
+	if !strings.Contains(logged.String(), "listens beyond loopback") {
+		t.Errorf("no warning for -status 0.0.0.0:0:\n%s", logged.String())
 	}
 }
