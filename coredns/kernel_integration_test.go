@@ -1,13 +1,20 @@
 package rrl_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/coredns/caddy"
 	"github.com/miekg/dns"
 
 	"github.com/dnsrrl/rrl/kerneldrop"
@@ -26,6 +33,19 @@ func lockXDP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() }) // closing releases the lock
+}
+
+// getJSON decodes the JSON document at url into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
 }
 
 // needKernelDrop skips t unless this process may attach the kernel drop
@@ -51,7 +71,8 @@ func needKernelDrop(t *testing.T) {
 func TestIntegrationKernelDrop(t *testing.T) {
 	needKernelDrop(t)
 	up := startUpstream(t)
-	addr, port := prefixBlock(t, up, "requests-per-second 20\n        kernel-drop lo\n        kernel-drop-after 300ms\n        kernel-drop-for 2s")
+	status := "127.0.0.1:" + strconv.Itoa(freePort(t, "tcp"))
+	addr, port := prefixBlock(t, up, "requests-per-second 20\n        kernel-drop lo\n        kernel-drop-after 300ms\n        kernel-drop-for 2s\n        status "+status)
 	key := "server=dns://127.0.0.1:" + port + ",zone=req.test."
 
 	flooder := newUDPClient(t, "127.72.0.1", addr)
@@ -66,6 +87,19 @@ func TestIntegrationKernelDrop(t *testing.T) {
 	flooder.finish(0)
 	if !in {
 		t.Fatalf("the flooded network never went into the kernel: kernel_networks %v", gathered(t, "coredns_rrl_kernel_networks"))
+	}
+	var doc struct {
+		Blocks []struct {
+			Kernel []struct {
+				Network     string  `json:"network"`
+				LeftSeconds float64 `json:"left_seconds"`
+			} `json:"kernel"`
+		} `json:"blocks"`
+	}
+	getJSON(t, "http://"+status+"/rrl/limited", &doc)
+	if len(doc.Blocks) != 1 || len(doc.Blocks[0].Kernel) != 1 || doc.Blocks[0].Kernel[0].Network != "127.72.0.0/24" ||
+		doc.Blocks[0].Kernel[0].LeftSeconds <= 0 || doc.Blocks[0].Kernel[0].LeftSeconds > 2 {
+		t.Errorf("/rrl/limited %+v, want 127.72.0.0/24 in the kernel with up to 2 s left", doc)
 	}
 
 	before, served := gathered(t, "coredns_rrl_kernel_dropped_total")[key], up.count('d')
@@ -133,5 +167,79 @@ func TestIntegrationKernelDropReportOnly(t *testing.T) {
 	}
 	if m, _ := exchangeUDP(t, "127.74.0.2", addr, named("r", 0, "")); len(m.Answer) != 1 {
 		t.Errorf("report-only: the listed network is still served; got %v", m)
+	}
+}
+
+// xdpProgram returns the id of the XDP program attached to lo, as ip(8)
+// shows it, or "" when none is.
+func xdpProgram(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("ip", "link", "show", "lo").CombinedOutput()
+	if err != nil {
+		t.Skipf("ip link show lo: %v %s", err, out)
+	}
+	if m := regexp.MustCompile(`prog/xdp id (\d+)`).FindSubmatch(out); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+// TestIntegrationKernelDropReload: a reload hands the XDP program to the
+// new configuration without detaching it (the same program stays on lo),
+// the new block drops its flooding networks, and the last shutdown
+// detaches it.
+func TestIntegrationKernelDropReload(t *testing.T) {
+	needKernelDrop(t)
+	startServer(t) // for the directive order
+	up := startUpstream(t)
+	port := freePort(t, "udp")
+	corefile := func(rate int) string {
+		return fmt.Sprintf(`req.test.:%d {
+    bind 127.0.0.1
+    rrl {
+        requests-per-second %d
+        kernel-drop lo
+        kernel-drop-after 300ms
+        kernel-drop-for 1m
+    }
+    forward . %s
+}
+`, port, rate, up.addr)
+	}
+	inst, err := caddy.Start(input{[]byte(corefile(20))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := xdpProgram(t)
+	if before == "" {
+		inst.Stop()
+		inst.ShutdownCallbacks()
+		t.Fatal("no XDP program on lo after start")
+	}
+	if inst, err = inst.Restart(input{[]byte(corefile(30))}); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if after := xdpProgram(t); after != before {
+		t.Errorf("XDP program on lo %q before the reload, %q after: it was detached", before, after)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	key := "server=dns://127.0.0.1:" + strconv.Itoa(port) + ",zone=req.test."
+	flooder := newUDPClient(t, "127.75.0.1", addr)
+	in := false
+	for i := 0; i < 20000 && !in; i++ {
+		flooder.send(t, named("f", i, ""))
+		if i%50 == 0 {
+			time.Sleep(5 * time.Millisecond) // paces the flood; nothing is asserted on time
+			in = gathered(t, "coredns_rrl_kernel_networks")[key] == 1
+		}
+	}
+	flooder.finish(0)
+	if !in {
+		t.Error("after the reload the flooded network never went into the kernel")
+	}
+	inst.Stop()
+	inst.ShutdownCallbacks()
+	if got := xdpProgram(t); got != "" {
+		t.Errorf("XDP program %s still on lo after the last shutdown", got)
 	}
 }
