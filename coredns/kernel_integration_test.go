@@ -243,3 +243,29 @@ func TestIntegrationKernelDropReload(t *testing.T) {
 		t.Errorf("XDP program %s still on lo after the last shutdown", got)
 	}
 }
+
+// TestIntegrationKernelDropBlocksShare: two server blocks on lo share the
+// one XDP program, and each drops the networks its own limit refuses.
+func TestIntegrationKernelDropBlocksShare(t *testing.T) {
+	needKernelDrop(t)
+	up := startUpstream(t)
+	lines := "requests-per-second 20\n        kernel-drop lo\n        kernel-drop-after 300ms"
+	addrA, portA := prefixBlock(t, up, lines)
+	addrB, portB := prefixBlock(t, up, lines)
+	for _, b := range []struct{ addr, port, src string }{{addrA, portA, "127.76.0.1"}, {addrB, portB, "127.77.0.1"}} {
+		key := "server=dns://127.0.0.1:" + b.port + ",zone=req.test."
+		flooder := newUDPClient(t, b.src, b.addr)
+		in := false
+		for i := 0; i < 20000 && !in; i++ {
+			flooder.send(t, named("f", i, ""))
+			if i%50 == 0 {
+				time.Sleep(5 * time.Millisecond) // paces the flood; nothing is asserted on time
+				in = gathered(t, "coredns_rrl_kernel_networks")[key] == 1
+			}
+		}
+		flooder.finish(0)
+		if !in {
+			t.Errorf("the block on port %s never put its flooding network into the kernel", b.port)
+		}
+	}
+}
