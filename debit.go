@@ -506,3 +506,38 @@ func (r *RRL) isExempt(src netip.Addr) bool {
 	}
 	return false
 }
+
+// RefusalNetwork returns the network of the account that refused a request
+// from src, as DebitRequestLimit named it in why: src masked to
+// ipv4-prefix-length or ipv6-prefix-length for requests-per-second (and
+// proven-requests-per-second), or to the length of the request prefix that
+// refused it. It reports false for a request that was not refused, or a
+// refusal that names no account of this RRL. A server that acts on the
+// networks its request limits keep refusing (a kernel drop list, say)
+// names them with it, as the record of limited accounts does.
+func (r *RRL) RefusalNetwork(src netip.Addr, why RequestRefusal) (netip.Prefix, bool) {
+	if r == nil {
+		return netip.Prefix{}, false
+	}
+	src = src.Unmap().WithZone("")
+	if !src.IsValid() {
+		src = netip.IPv4Unspecified() // as Debit reads a source it cannot read
+	}
+	fam, bits := 0, r.cfg.ipv4PrefixLength
+	if src.Is6() {
+		fam, bits = 1, r.cfg.ipv6PrefixLength
+	}
+	switch why.Limit {
+	case LimitRequests, LimitProvenRequests:
+	case LimitIPv4RequestPrefixes, LimitIPv6RequestPrefixes:
+		if why.Limit != [2]LimitKind{LimitIPv4RequestPrefixes, LimitIPv6RequestPrefixes}[fam] ||
+			why.Prefix < 0 || why.Prefix >= r.cfg.prefixCount[fam] {
+			return netip.Prefix{}, false
+		}
+		bits = r.cfg.prefixes[fam][why.Prefix].Bits
+	default:
+		return netip.Prefix{}, false
+	}
+	p, err := src.Prefix(bits)
+	return p, err == nil
+}

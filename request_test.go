@@ -398,3 +398,56 @@ func TestProvenRequestsZeroLiftsTheLimit(t *testing.T) {
 		t.Errorf("the second unproven request in a second: %v %v, want Drop IPRateLimit", act, ipr)
 	}
 }
+
+// TestRefusalNetwork: the network a refusal names is that of the account
+// that refused: the network's requests-per-second account, or the request
+// prefix's, for either family; nothing for a request not refused or a
+// refusal of another RRL's prefix.
+func TestRefusalNetwork(t *testing.T) {
+	clock := newTestClock()
+	r := newTestRRL(t, clock, "requests-per-second", "1", "ipv6-prefix-length", "48",
+		"ipv4-request-prefixes", "32:100 18:1", "ipv6-request-prefixes", "40:1")
+	refused := func(src string) (RequestRefusal, netip.Addr) {
+		a := netip.MustParseAddr(src)
+		for range 5 {
+			if act, _, why := r.DebitRequestLimit(a, true, false); act == Drop {
+				return why, a
+			}
+		}
+		t.Fatalf("%s never refused", src)
+		return RequestRefusal{}, a
+	}
+	why, a := refused("192.0.2.77")
+	if p, ok := r.RefusalNetwork(a, why); !ok || p.String() != "192.0.2.0/24" {
+		t.Errorf("requests-per-second (%+v): %v %v, want 192.0.2.0/24", why, p, ok)
+	}
+	if act, _, _ := r.DebitRequestLimit(netip.MustParseAddr("198.51.100.9"), true, false); act != Send {
+		t.Fatal("the first request of 198.51.64.0/18 refused")
+	}
+	why, a = refused("198.51.101.9") // another /24 of the /18, whose one request a second is spent
+	if p, ok := r.RefusalNetwork(a, why); why != (RequestRefusal{Limit: LimitIPv4RequestPrefixes, Prefix: 1}) || !ok || p.String() != "198.51.64.0/18" {
+		t.Errorf("ipv4-request-prefixes (%+v): %v %v, want 198.51.64.0/18", why, p, ok)
+	}
+	why, a = refused("2001:db8:1:2::5")
+	if p, ok := r.RefusalNetwork(a, why); why.Limit != LimitRequests || !ok || p.String() != "2001:db8:1::/48" {
+		t.Errorf("IPv6 requests-per-second (%+v): %v %v, want 2001:db8:1::/48", why, p, ok)
+	}
+	if p, ok := r.RefusalNetwork(a, RequestRefusal{Limit: LimitIPv6RequestPrefixes}); !ok || p.String() != "2001:db8::/40" {
+		t.Errorf("IPv6 request prefix: %v %v, want 2001:db8::/40", p, ok)
+	}
+	a = netip.MustParseAddr("192.0.2.77")
+	mapped := netip.MustParseAddr("::ffff:192.0.2.77")
+	if p, ok := r.RefusalNetwork(mapped, RequestRefusal{Limit: LimitRequests}); !ok || p.String() != "192.0.2.0/24" {
+		t.Errorf("an IPv4-mapped source: %v %v", p, ok)
+	}
+	for _, why := range []RequestRefusal{{}, {Limit: LimitAll}, {Limit: LimitIPv4RequestPrefixes, Prefix: 2},
+		{Limit: LimitIPv6RequestPrefixes, Prefix: 0}, {Limit: LimitIPv4RequestPrefixes, Prefix: -1}} { // for an IPv4 source
+		if p, ok := r.RefusalNetwork(a, why); ok {
+			t.Errorf("%+v from %v names %v", why, a, p)
+		}
+	}
+	var none *RRL
+	if _, ok := none.RefusalNetwork(a, RequestRefusal{Limit: LimitRequests}); ok {
+		t.Error("a nil RRL names a network")
+	}
+}

@@ -74,35 +74,21 @@ func checkKernel(c *caddy.Controller, cfg *core.Config, opts kernelOptions, seen
 	return nil
 }
 
-// kernelDrop is a block's part of the kernel drop list: the list, and how
-// to name the network of each request limit's account.
+// kernelDrop is a block's part of the kernel drop list.
 type kernelDrop struct {
 	opts kernelOptions
 	// list is set at startup; the server may already be serving then.
 	list atomic.Pointer[kerneldrop.List]
-	// bits are the prefix lengths of the accounts a refusal names: the
-	// network's ([family][0], ipv4-prefix-length or ipv6-prefix-length),
-	// then each request prefix's, in the order configured.
-	bits [2][]int
 }
 
-// newKernelDrop returns the block's settings for the list, not yet open:
-// Open happens at startup, so that a configuration that fails to load
-// attaches nothing.
-func newKernelDrop(cfg *core.Config, opts kernelOptions) *kernelDrop {
+// newKernelDrop returns the block's kernel drop list, not yet open, or
+// nil without kernel-drop. Open happens at startup, so that a
+// configuration that fails to load attaches nothing.
+func newKernelDrop(opts kernelOptions) *kernelDrop {
 	if len(opts.interfaces) == 0 {
 		return nil
 	}
-	k := &kernelDrop{opts: opts}
-	for fam, kw := range []string{"ipv4-prefix-length", "ipv6-prefix-length"} {
-		v, _ := cfg.Value(kw)
-		n, _ := strconv.Atoi(v)
-		k.bits[fam] = []int{n}
-		for _, p := range cfg.RequestPrefixes(fam == 1) {
-			k.bits[fam] = append(k.bits[fam], p.Bits)
-		}
-	}
-	return k
+	return &kernelDrop{opts: opts}
 }
 
 // open attaches the program to the block's interfaces (or joins the one
@@ -149,32 +135,10 @@ func kernelListeners(hosts []string, port string) []netip.AddrPort {
 	return aps
 }
 
-// refused tells the list that the request limit why refused an unproven
-// UDP request from client.
-func (k *kernelDrop) refused(client netip.Addr, why core.RequestRefusal) {
-	if p, ok := k.network(client, why); ok {
-		k.list.Load().Refused(p) // a nil List (not yet open) does nothing
-	}
-}
-
-// network returns the network of the account that refused a request from
-// client: its network's requests-per-second account, or a request
-// prefix's.
-func (k *kernelDrop) network(client netip.Addr, why core.RequestRefusal) (netip.Prefix, bool) {
-	client = client.Unmap()
-	fam := 0
-	if client.Is6() {
-		fam = 1
-	}
-	i := 0
-	if why.Limit == core.LimitIPv4RequestPrefixes || why.Limit == core.LimitIPv6RequestPrefixes {
-		i = why.Prefix + 1
-	}
-	if i >= len(k.bits[fam]) {
-		return netip.Prefix{}, false
-	}
-	p, err := client.Prefix(k.bits[fam][i])
-	return p, err == nil
+// refused tells the list that a request limit refused an unproven UDP
+// request from network, the network of the account that refused it.
+func (k *kernelDrop) refused(network netip.Prefix) {
+	k.list.Load().Refused(network) // a nil List (not yet open) does nothing
 }
 
 // opened returns the open list, or nil: kernel-drop is off, or the block

@@ -1,12 +1,9 @@
 package rrl
 
 import (
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
-
-	core "github.com/dnsrrl/rrl"
 )
 
 // TestParseKernelDrop: the kernel-drop keywords, their defaults and their
@@ -46,39 +43,6 @@ func TestParseKernelDropInvalid(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: error %v, want it to say %q", input, err, want)
 		}
-	}
-}
-
-// TestKernelRefusedNamesTheAccountsNetwork: a refusal names the network
-// of the account that refused: the network's for requests-per-second, the
-// prefix's for a request prefix, for each family.
-func TestKernelRefusedNamesTheAccountsNetwork(t *testing.T) {
-	cfg := core.NewConfig()
-	for kw, v := range map[string]string{"requests-per-second": "20", "ipv6-prefix-length": "48",
-		"ipv4-request-prefixes": "32:50 18:200", "ipv6-request-prefixes": "40:300"} {
-		if err := cfg.SetValue(kw, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	k := newKernelDrop(cfg, kernelOptions{interfaces: []string{"lo"}})
-	v4, v6 := netip.MustParseAddr("192.0.2.77"), netip.MustParseAddr("2001:db8:1:2::5")
-	for _, tc := range []struct {
-		client netip.Addr
-		why    core.RequestRefusal
-		want   string
-	}{
-		{v4, core.RequestRefusal{Limit: core.LimitRequests}, "192.0.2.0/24"},
-		{v4, core.RequestRefusal{Limit: core.LimitIPv4RequestPrefixes, Prefix: 0}, "192.0.2.77/32"},
-		{v4, core.RequestRefusal{Limit: core.LimitIPv4RequestPrefixes, Prefix: 1}, "192.0.0.0/18"},
-		{v6, core.RequestRefusal{Limit: core.LimitRequests}, "2001:db8:1::/48"},
-		{v6, core.RequestRefusal{Limit: core.LimitIPv6RequestPrefixes, Prefix: 0}, "2001:db8::/40"},
-	} {
-		if got, ok := k.network(tc.client, tc.why); !ok || got.String() != tc.want {
-			t.Errorf("%v refused by %+v: network %v %v, want %s", tc.client, tc.why, got, ok, tc.want)
-		}
-	}
-	if _, ok := k.network(v4, core.RequestRefusal{Limit: core.LimitIPv4RequestPrefixes, Prefix: 5}); ok {
-		t.Error("a prefix that is not configured names a network")
 	}
 }
 

@@ -91,7 +91,7 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	h.shared = newSharedLimiter(cfg, h.stats)
 	h.limiter = h.shared.limiter
 	h.stats.limiter = h.limiter
-	h.kernel = newKernelDrop(cfg, opts.kernel)
+	h.kernel = newKernelDrop(opts.kernel)
 	h.stats.kernel = h.kernel
 	h.sized = h.limiter.NeedsResponseSize()
 	h.noCookie = h.limiter.NoCookieUDPSize()
@@ -201,7 +201,9 @@ func (h *RRL) debitRequest(client netip.Addr, udp, proven bool) core.Action {
 	}
 	act, _, why := h.limiter.DebitRequestLimit(client, udp, proven)
 	if act == core.Drop && udp && !proven {
-		h.kernel.refused(client, why)
+		if network, ok := h.limiter.RefusalNetwork(client, why); ok {
+			h.kernel.refused(network)
+		}
 	}
 	return act
 }
