@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,22 +15,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/dnsrrl/rrl/kerneldrop"
+	"github.com/dnsrrl/rrl/kerneldrop/kdtest"
 )
-
-// lockXDP holds, for the rest of t, the lock that the tests of every
-// module take before they attach an XDP program to lo: an interface takes
-// one program, and test binaries of several modules run at once.
-func lockXDP(t *testing.T) {
-	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "rrl-xdp-lo.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() }) // closing releases the lock
-}
 
 // getJSON decodes the JSON document at url into v.
 func getJSON(t *testing.T, url string, v any) {
@@ -52,10 +35,7 @@ func getJSON(t *testing.T, url string, v any) {
 // list's XDP program to lo, saying why not.
 func needKernelDrop(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("kernel-drop needs root (or CAP_BPF and CAP_NET_ADMIN)")
-	}
-	lockXDP(t)
+	kdtest.NeedRoot(t)
 	l, err := kerneldrop.Open(kerneldrop.Config{Interfaces: []string{"lo"}})
 	if err != nil {
 		t.Skipf("the kernel refuses the kernel drop list on lo: %v", err)

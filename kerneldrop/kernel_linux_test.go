@@ -7,13 +7,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/dnsrrl/rrl/kerneldrop/kdtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,36 +31,12 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// xdpLock is held from the first test that attaches to lo until the test
-// binary exits: an interface takes one XDP program, and the test binaries
-// of several modules (the CoreDNS plugin's attaches too) run at once, so
-// each takes this lock, a file lock on a path they share, first.
-var xdpLock struct {
-	once sync.Once
-	err  error
-}
-
-// lockXDP takes xdpLock, or fails t.
-func lockXDP(t *testing.T) {
-	t.Helper()
-	xdpLock.once.Do(func() {
-		f, err := os.OpenFile(filepath.Join(os.TempDir(), "rrl-xdp-lo.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-		if err == nil {
-			err = unix.Flock(int(f.Fd()), unix.LOCK_EX) // f stays open: the lock with it
-		}
-		xdpLock.err = err
-	})
-	if xdpLock.err != nil {
-		t.Fatalf("the lock on lo's XDP: %v", xdpLock.err)
-	}
-}
-
 // openLo opens a List on lo with the fake clock c, skipping t with the
 // kernel's error when it refuses to load or attach the program.
 func openLo(t *testing.T, c *fakeClock, cfg Config) *List {
 	t.Helper()
 	needRoot(t)
-	lockXDP(t)
+	kdtest.Lock(t)
 	cfg.Interfaces = []string{"lo"}
 	cfg.Now = c.Now
 	cfg.TickEvery = -1

@@ -68,6 +68,34 @@ type Options struct {
 	// ignored: DecorateReader then charges nothing, and the middleware
 	// charges and reports as it does without it.
 	ChargedAtRead bool
+
+	// RefusedNetwork, if set, is called for each unproven UDP request that
+	// a request limit refuses (requests-per-second, or a request prefix),
+	// with the network of the account that refused it
+	// (rrl.RRL.RefusalNetwork), wherever it is refused: in the middleware
+	// or by a reader that DecorateReader made. It is the feed of a kernel
+	// drop list, such as the Refused method of a
+	// github.com/dnsrrl/rrl/kerneldrop List, which keeps a network that
+	// keeps being refused out of the server altogether for a while. It is
+	// called in report-only mode too (open such a list report-only then).
+	// Like OnDecision it runs on the serving goroutines, concurrently.
+	RefusedNetwork func(netip.Prefix)
+}
+
+// chargeRequest charges a request from client to its request limits, as
+// limiter.DebitRequestAddr does, and tells opts.RefusedNetwork of an
+// unproven UDP one they refused.
+func chargeRequest(limiter *rrl.RRL, opts *Options, client netip.Addr, udp, proven bool) (rrl.Action, rrl.IPReason) {
+	if opts.RefusedNetwork == nil {
+		return limiter.DebitRequestAddr(client, udp, proven)
+	}
+	act, ipr, why := limiter.DebitRequestLimit(client, udp, proven)
+	if act == rrl.Drop && udp && !proven {
+		if network, ok := limiter.RefusalNetwork(client, why); ok {
+			opts.RefusedNetwork(network)
+		}
+	}
+	return act, ipr
 }
 
 // Decision tells what the middleware decided for one request and its
@@ -408,7 +436,7 @@ func (s *state) admit() bool {
 		s.reqIP = rrl.IPNotReached // the reader charged the request and let it through
 		return true
 	}
-	act, ipr := h.limiter.DebitRequestAddr(s.client, s.udp, s.ck.state == CookieValid)
+	act, ipr := chargeRequest(h.limiter, &h.opts, s.client, s.udp, s.ck.state == CookieValid)
 	s.reqIP = ipr
 	if act == rrl.Send {
 		return true

@@ -112,7 +112,7 @@ func (c *readCharger) admit(m []byte, src net.Addr) bool {
 	if c.opts.Cookies != nil {
 		state = c.opts.Cookies.packetState(m, client, c.opts.Now)
 	}
-	act, ipr := c.limiter.DebitRequestAddr(client, udp, state == CookieValid)
+	act, ipr := chargeRequest(c.limiter, &c.opts, client, udp, state == CookieValid)
 	if act == rrl.Send {
 		return true
 	}

@@ -4,6 +4,7 @@ go 1.26
 
 replace (
 	github.com/dnsrrl/rrl => ../
+	github.com/dnsrrl/rrl/kerneldrop => ../kerneldrop
 	github.com/dnsrrl/rrl/miekgrrl => ../miekgrrl
 )
 

@@ -8,6 +8,7 @@
 //	rrl-example-server [-port 5300] [-rate 5] [-slip 2] [-window 15] [-requests 0] [-proven-requests r]
 //	                   [-secret hex] [-report-only] [-status host:port] [-v]
 //	                   [-refuse-at-read=true] [-udp-rcvbuf bytes]
+//	                   [-kernel-drop iface,...] [-kernel-drop-after 1s] [-kernel-drop-for 10s]
 //
 // A request over its request limit is refused as the server reads it,
 // before it is unpacked (miekgrrl.DecorateReader); with
@@ -15,6 +16,13 @@
 // unpacked it. -udp-rcvbuf sizes the UDP socket's receive buffer, and the
 // server logs what the kernel granted (see ../../README.md, "Receive
 // buffers").
+//
+// With -kernel-drop (and -requests), a network that the request limit
+// keeps refusing goes into a kernel drop list for a while: an XDP program on
+// the named interfaces drops its UDP packets to the server before the
+// socket sees them (github.com/dnsrrl/rrl/kerneldrop, fed through
+// miekgrrl.Options.RefusedNetwork). It needs root, or CAP_BPF and
+// CAP_NET_ADMIN.
 //
 // With -status, it serves the accounts being limited now as JSON at
 // http://host:port/rrl/limited (miekgrrl.LimitedHandler): query n (how
@@ -24,11 +32,13 @@ package main
 import (
 	"crypto"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -37,6 +47,7 @@ import (
 	"time"
 
 	"github.com/dnsrrl/rrl"
+	"github.com/dnsrrl/rrl/kerneldrop"
 	"github.com/dnsrrl/rrl/miekgrrl"
 	"github.com/miekg/dns"
 )
@@ -56,8 +67,9 @@ type options struct {
 	// noReadRefusal leaves the request limits to the middleware rather
 	// than to the servers' readers (-refuse-at-read=false).
 	noReadRefusal bool
-	udpRcvBuf     int              // bytes asked for the UDP receive buffer; 0 for the kernel's default
-	now           func() time.Time // the limiter's clock; nil for the real one
+	udpRcvBuf     int               // bytes asked for the UDP receive buffer; 0 for the kernel's default
+	kernel        kerneldrop.Config // -kernel-drop: Interfaces empty for none
+	now           func() time.Time  // the limiter's clock; nil for the real one
 	onDecision    func(miekgrrl.Decision)
 }
 
@@ -94,8 +106,14 @@ func parseFlags(args []string) (options, error) {
 	verbose := fs.Bool("v", false, "log every decision")
 	atRead := fs.Bool("refuse-at-read", true, "refuse a request over its request limit as it is read, before it is unpacked (false: in the middleware)")
 	rcvbuf := fs.Int("udp-rcvbuf", 0, "receive buffer of the UDP socket in `bytes` (0: the kernel's default, net.core.rmem_default)")
+	kernelDrop := fs.String("kernel-drop", "", "drop in the kernel, on these `interfaces` (comma-separated, such as lo), the UDP packets of networks the request limit keeps refusing (needs -requests and root)")
+	kernelAfter := fs.Duration("kernel-drop-after", kerneldrop.DefaultAfter, "how long a network is refused without a pause before its packets are dropped in the kernel")
+	kernelFor := fs.Duration("kernel-drop-for", kerneldrop.DefaultFor, "how long its packets are dropped in the kernel")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
+	}
+	if *kernelAfter <= 0 || *kernelFor <= 0 {
+		return options{}, fmt.Errorf("-kernel-drop-after %v, -kernel-drop-for %v: want durations above 0", *kernelAfter, *kernelFor)
 	}
 	if *rcvbuf < 0 || *rcvbuf > maxRcvBuf {
 		return options{}, fmt.Errorf("-udp-rcvbuf: want 0 to %d bytes, got %d", maxRcvBuf, *rcvbuf)
@@ -113,6 +131,13 @@ func parseFlags(args []string) (options, error) {
 
 		noReadRefusal: !*atRead,
 		udpRcvBuf:     *rcvbuf,
+		kernel:        kerneldrop.Config{After: *kernelAfter, For: *kernelFor, ReportOnly: *reportOnly, Logf: log.Printf},
+	}
+	if *kernelDrop != "" {
+		o.kernel.Interfaces = strings.Split(*kernelDrop, ",")
+		if *requests == "0" {
+			return o, errors.New("-kernel-drop needs -requests: it drops networks that the request limit keeps refusing")
+		}
 	}
 	if _, err := o.config(); err != nil {
 		return o, err
@@ -158,8 +183,9 @@ type server struct {
 	statusLn net.Listener
 	limiter  *rrl.RRL
 	cookies  *miekgrrl.Cookies
-	settings string // the limiter's settings that the flags set, as it holds them
-	rcvbuf   rcvBuf // the UDP receive buffer, with -udp-rcvbuf
+	settings string           // the limiter's settings that the flags set, as it holds them
+	rcvbuf   rcvBuf           // the UDP receive buffer, with -udp-rcvbuf
+	kernel   *kerneldrop.List // with -kernel-drop
 }
 
 // start loads and signs the zone and serves it on o.addr until shutdown.
@@ -191,18 +217,25 @@ func start(o options) (*server, error) {
 	// The readers refuse the requests over their limits before package dns
 	// unpacks them; the middleware, told so, charges none again.
 	var decorate dns.DecorateReader
-	if !o.noReadRefusal {
-		decorate = miekgrrl.DecorateReader(s.limiter, opts)
-		opts.ChargedAtRead = true
-	}
-	h := miekgrrl.Middleware(s.limiter, zoneHandler(z), opts)
-
+	opts.ChargedAtRead = !o.noReadRefusal
 	pc, err := net.ListenPacket("udp", o.addr)
 	if err != nil {
 		return nil, err
 	}
+	if len(o.kernel.Interfaces) > 0 {
+		if s.kernel, err = openKernelDrop(o.kernel, pc.LocalAddr()); err != nil {
+			pc.Close()
+			return nil, err
+		}
+		opts.RefusedNetwork = s.kernel.Refused
+	}
+	if !o.noReadRefusal {
+		decorate = miekgrrl.DecorateReader(s.limiter, opts)
+	}
+	h := miekgrrl.Middleware(s.limiter, zoneHandler(z), opts)
 	if o.udpRcvBuf > 0 {
 		if s.rcvbuf, err = setReadBuffer(pc.(*net.UDPConn), o.udpRcvBuf); err != nil {
+			s.kernel.Close()
 			pc.Close()
 			return nil, fmt.Errorf("-udp-rcvbuf: %v", err)
 		}
@@ -210,6 +243,7 @@ func start(o options) (*server, error) {
 	}
 	ln, err := net.Listen("tcp", pc.LocalAddr().String())
 	if err != nil {
+		s.kernel.Close()
 		pc.Close()
 		return nil, err
 	}
@@ -232,6 +266,24 @@ func start(o options) (*server, error) {
 		}
 	}
 	return s, nil
+}
+
+// openKernelDrop opens the kernel drop list of -kernel-drop for the
+// server's UDP address.
+func openKernelDrop(cfg kerneldrop.Config, addr net.Addr) (*kerneldrop.List, error) {
+	l, err := kerneldrop.Open(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("-kernel-drop: %v", err)
+	}
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err == nil {
+		err = l.AddListener(ap)
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("-kernel-drop: %v", err)
+	}
+	return l, nil
 }
 
 // serveStatus serves the limited accounts over HTTP at addr.
@@ -277,6 +329,7 @@ func (s *server) statusAddr() string { return s.statusLn.Addr().String() }
 func (s *server) shutdown() {
 	s.udp.Shutdown()
 	s.tcp.Shutdown()
+	s.kernel.Close() // a nil List does nothing
 	if s.status != nil {
 		s.status.Close()
 	}
