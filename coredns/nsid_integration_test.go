@@ -179,3 +179,14 @@ func TestIntegrationAllBytesPerSecondWithNSID(t *testing.T) {
 		t.Errorf("60 names of about 600 bytes on the wire: %d answers, %d bytes; want at most %d", got, bytes, limit)
 	}
 }
+
+// TestIntegrationNoCookieUDPSizeReportOnly: in report-only mode
+// nocookie-udp-size cuts nothing: a 530-byte answer with a 200-byte NSID
+// goes whole, as it would without rrl.
+func TestIntegrationNoCookieUDPSizeReportOnly(t *testing.T) {
+	addr := nsidServer(t, 200, "nocookie-udp-size 512\n        report-only", []int{530})
+	m, n := exchangeUDP(t, "127.70.0.1", addr, nsidQuery("s530.nsid.test.", ""))
+	if m.Truncated || len(m.Answer) != 1 || n < 730 {
+		t.Errorf("report-only: %d bytes, TC %v, %d answers; want the whole answer with its NSID", n, m.Truncated, len(m.Answer))
+	}
+}

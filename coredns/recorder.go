@@ -189,10 +189,11 @@ func capBuffer(r *dns.Msg, size int) uint16 {
 	return was
 }
 
-// restoreBuffer gives r back the buffer size that capBuffer lowered: the
-// plugins that keep the request (a cache's prefetch) see it as it came.
+// restoreBuffer gives r back the buffer size that capBuffer lowered, so
+// that whatever reads the request after the response went sees it as it
+// came.
 func restoreBuffer(r *dns.Msg, was uint16) {
-	if was != 0 {
-		r.IsEdns0().SetUDPSize(was)
+	if o := r.IsEdns0(); o != nil && was != 0 {
+		o.SetUDPSize(was)
 	}
 }

@@ -145,3 +145,27 @@ func TestRecorderStates(t *testing.T) {
 		t.Errorf("TCP, undecodable bytes: state %v, keeping %v; want passedThrough, the first message still kept", rec.state, rec.msg)
 	}
 }
+
+// TestCapBuffer: the request's buffer is lowered to the size asked, never
+// below 512 nor raised, and restored as it came.
+func TestCapBuffer(t *testing.T) {
+	for _, tc := range []struct{ advertised, size, capped int }{
+		{1232, 512, 512}, {1232, 300, 512}, {4096, 1232, 1232}, {512, 600, 512}, {400, 300, 400},
+	} {
+		r := new(dns.Msg).SetQuestion("a.example.", dns.TypeTXT)
+		r.SetEdns0(uint16(tc.advertised), false)
+		was := capBuffer(r, tc.size)
+		if got := int(r.IsEdns0().UDPSize()); got != tc.capped {
+			t.Errorf("advertised %d, capped at %d: %d, want %d", tc.advertised, tc.size, got, tc.capped)
+		}
+		restoreBuffer(r, was)
+		if got := int(r.IsEdns0().UDPSize()); got != tc.advertised {
+			t.Errorf("advertised %d: restored to %d", tc.advertised, got)
+		}
+	}
+	r := new(dns.Msg).SetQuestion("a.example.", dns.TypeTXT) // no EDNS: 512 bytes, nothing to lower
+	restoreBuffer(r, capBuffer(r, 300))
+	if r.IsEdns0() != nil {
+		t.Error("an OPT record added to a request without one")
+	}
+}

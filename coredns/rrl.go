@@ -280,7 +280,8 @@ func abort(w dns.ResponseWriter, server string, udp bool) {
 // was not (TCP, a proven client, no limit that weighs responses). Plugins
 // above rrl may still add to it (the nsid plugin's option, for one), so
 // while it is written the request's buffer is capped at
-// nocookie-udp-size (capBuffer), and the bytes it came to beyond size are
+// nocookie-udp-size (capBuffer; not in report-only mode, which sends
+// everything as it would go without rrl), and the bytes it came to beyond size are
 // charged to all-bytes-per-second once it has gone (the server's writers
 // change the message in place, so its length then is what went out).
 func (h *RRL) deliver(rec *recorder, r *dns.Msg, client netip.Addr, act core.Action, rtr core.RTReason, ck *miekgrrl.RequestCookie, size int) {
@@ -288,7 +289,7 @@ func (h *RRL) deliver(rec *recorder, r *dns.Msg, client netip.Addr, act core.Act
 		act = core.Send
 	}
 	var was uint16
-	if size > 0 && h.noCookie > 0 {
+	if size > 0 && h.noCookie > 0 && !h.reportOnly { // report-only changes nothing sent
 		was = capBuffer(r, h.noCookie)
 	}
 	switch {
