@@ -511,10 +511,11 @@ func (r *RRL) isExempt(src netip.Addr) bool {
 // from src, as DebitRequestLimit named it in why: src masked to
 // ipv4-prefix-length or ipv6-prefix-length for requests-per-second (and
 // proven-requests-per-second), or to the length of the request prefix that
-// refused it. It reports false for a request that was not refused, or a
-// refusal that names no account of this RRL. A server that acts on the
-// networks its request limits keep refusing (a kernel drop list, say)
-// names them with it, as the record of limited accounts does.
+// refused it. It reports false for a request that was not refused, a
+// refusal that names no account of this RRL, and a network that holds a
+// client of exempt-clients: a server that acts on the networks its request
+// limits keep refusing (a kernel drop list, say) names them with it, and
+// must not act on one whose exempt clients it would cut off with the rest.
 func (r *RRL) RefusalNetwork(src netip.Addr, why RequestRefusal) (netip.Prefix, bool) {
 	if r == nil {
 		return netip.Prefix{}, false
@@ -539,5 +540,13 @@ func (r *RRL) RefusalNetwork(src netip.Addr, why RequestRefusal) (netip.Prefix, 
 		return netip.Prefix{}, false
 	}
 	p, err := src.Prefix(bits)
-	return p, err == nil
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	for _, e := range r.cfg.exempt {
+		if e.Overlaps(p) {
+			return netip.Prefix{}, false
+		}
+	}
+	return p, true
 }

@@ -446,6 +446,21 @@ func TestRefusalNetwork(t *testing.T) {
 			t.Errorf("%+v from %v names %v", why, a, p)
 		}
 	}
+	ex := newTestRRL(t, clock, "requests-per-second", "1", "exempt-clients", "203.0.113.9", "ipv4-request-prefixes", "16:1")
+	for _, tc := range []struct {
+		src  string
+		why  RequestRefusal
+		want bool
+	}{
+		{"203.0.113.7", RequestRefusal{Limit: LimitRequests}, false},          // its /24 holds the exempt host
+		{"203.0.7.7", RequestRefusal{Limit: LimitIPv4RequestPrefixes}, false}, // so does its /16
+		{"203.1.7.7", RequestRefusal{Limit: LimitIPv4RequestPrefixes}, true},  // another /16
+		{"198.51.100.7", RequestRefusal{Limit: LimitRequests}, true},
+	} {
+		if _, ok := ex.RefusalNetwork(netip.MustParseAddr(tc.src), tc.why); ok != tc.want {
+			t.Errorf("exempt-clients 203.0.113.9: %s refused by %+v names a network: %v, want %v", tc.src, tc.why, ok, tc.want)
+		}
+	}
 	var none *RRL
 	if _, ok := none.RefusalNetwork(a, RequestRefusal{Limit: LimitRequests}); ok {
 		t.Error("a nil RRL names a network")

@@ -12,8 +12,12 @@
 //
 // Only UDP is dropped, and only to the listeners the server names: TCP
 // (where a client proves its address) and other ports always pass. The
-// server calls Refused for an unproven UDP request a request limit refused;
-// clients the server exempts are never passed to it, so never dropped.
+// server calls Refused for an unproven UDP request a request limit refused.
+// The program sees only addresses: every UDP packet from a listed network
+// is dropped, so the server must not list a network that holds a client it
+// exempts (rrl.RRL.RefusalNetwork names none such), and a client that
+// proves itself with a server cookie inside a listed network is dropped
+// with it over UDP, while TCP still reaches the server.
 //
 // A List needs root, or CAP_BPF and CAP_NET_ADMIN, and a kernel with XDP
 // (5.9 or later for XDP links, 5.8 for bpf_ktime_get_boot_ns). The program
