@@ -249,3 +249,28 @@ func TestIntegrationKernelDropBlocksShare(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationKernelDropSparesExempt: a network that holds a client of
+// exempt-clients never goes into the kernel, however long it floods, and
+// the exempt client is answered throughout.
+func TestIntegrationKernelDropSparesExempt(t *testing.T) {
+	needKernelDrop(t)
+	up := startUpstream(t)
+	addr, port := prefixBlock(t, up, "requests-per-second 20\n        exempt-clients 127.82.0.9\n        kernel-drop lo\n        kernel-drop-after 200ms")
+	key := "server=dns://127.0.0.1:" + port + ",zone=req.test."
+	flooder := newUDPClient(t, "127.82.0.1", addr)
+	deadline := time.Now().Add(time.Second) // five times kernel-drop-after
+	for i := 0; time.Now().Before(deadline); i++ {
+		flooder.send(t, named("f", i, ""))
+		if i%50 == 0 {
+			time.Sleep(5 * time.Millisecond) // paces the flood; nothing is asserted on time
+		}
+	}
+	flooder.finish(0)
+	if got := gathered(t, "coredns_rrl_kernel_networks")[key]; got != 0 {
+		t.Errorf("kernel_networks %v: the network of an exempt client went into the kernel", got)
+	}
+	if m, _ := exchangeUDP(t, "127.82.0.9", addr, named("e", 0, "")); len(m.Answer) != 1 {
+		t.Errorf("the exempt client: %v", m)
+	}
+}
