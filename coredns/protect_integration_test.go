@@ -169,6 +169,7 @@ func exchangeUDP(t *testing.T, src, addr string, m *dns.Msg) (*dns.Msg, int) {
 	}
 	defer conn.Close()
 	conn.UDPSize = 4096
+	conn.SetDeadline(time.Now().Add(2 * time.Second)) // a reply that never comes fails the test, never hangs it
 	if err := conn.WriteMsg(m); err != nil {
 		t.Fatal(err)
 	}
