@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,43 @@ func needKernelDrop(t *testing.T) {
 	l.Close()
 }
 
+// floodIntoKernel floods addr from src, paced, until the block whose
+// metric labels are key lists one network in its kernel drop list (in
+// report-only mode, would), at most 20,000 queries, and reports whether it
+// did.
+func floodIntoKernel(t *testing.T, addr, key, src string) bool {
+	t.Helper()
+	flooder := newUDPClient(t, src, addr)
+	defer flooder.finish(0)
+	for i := range 20000 {
+		flooder.send(t, named("f", i, ""))
+		if i%50 == 0 {
+			time.Sleep(5 * time.Millisecond) // paces the flood; nothing is asserted on time
+			if gathered(t, "coredns_rrl_kernel_networks")[key] == 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// droppedInKernel sends 100 queries from src to addr and checks that none
+// is answered and that the kernel counted them for the block of key.
+func droppedInKernel(t *testing.T, addr, key, src string) {
+	t.Helper()
+	before := gathered(t, "coredns_rrl_kernel_dropped_total")[key]
+	c := newUDPClient(t, src, addr)
+	for i := range 100 {
+		c.send(t, named("d", i, ""))
+	}
+	if got := len(c.finish(100)); got != 0 {
+		t.Errorf("%d replies to %s, in the kernel; want none", got, src)
+	}
+	if got := gathered(t, "coredns_rrl_kernel_dropped_total")[key] - before; got < 100 {
+		t.Errorf("kernel_dropped_total{%s} +%v for the 100 queries of %s", key, got, src)
+	}
+}
+
 // TestIntegrationKernelDrop: a network flooding over requests-per-second
 // goes into the kernel after kernel-drop-after; its UDP packets are then
 // dropped before they reach CoreDNS (counted by the kernel, listed with
@@ -55,17 +93,7 @@ func TestIntegrationKernelDrop(t *testing.T) {
 	addr, port := prefixBlock(t, up, "requests-per-second 20\n        kernel-drop lo\n        kernel-drop-after 300ms\n        kernel-drop-for 2s\n        status "+status)
 	key := "server=dns://127.0.0.1:" + port + ",zone=req.test."
 
-	flooder := newUDPClient(t, "127.72.0.1", addr)
-	in := false
-	for i := 0; i < 20000 && !in; i++ { // until the network is in the kernel: some 300 ms of flood
-		flooder.send(t, named("f", i, ""))
-		if i%50 == 0 {
-			time.Sleep(5 * time.Millisecond) // paces the flood; nothing is asserted on time
-			in = gathered(t, "coredns_rrl_kernel_networks")[key] == 1
-		}
-	}
-	flooder.finish(0)
-	if !in {
+	if !floodIntoKernel(t, addr, key, "127.72.0.1") {
 		t.Fatalf("the flooded network never went into the kernel: kernel_networks %v", gathered(t, "coredns_rrl_kernel_networks"))
 	}
 	var doc struct {
@@ -82,17 +110,8 @@ func TestIntegrationKernelDrop(t *testing.T) {
 		t.Errorf("/rrl/limited %+v, want 127.72.0.0/24 in the kernel with up to 2 s left", doc)
 	}
 
-	before, served := gathered(t, "coredns_rrl_kernel_dropped_total")[key], up.count('d')
-	dropped := newUDPClient(t, "127.72.0.2", addr) // the same /24
-	for i := range 100 {
-		dropped.send(t, named("d", i, ""))
-	}
-	if got := len(dropped.finish(100)); got != 0 {
-		t.Errorf("%d replies to the network in the kernel, want none", got)
-	}
-	if got := gathered(t, "coredns_rrl_kernel_dropped_total")[key] - before; got < 100 {
-		t.Errorf("kernel_dropped_total +%v for 100 packets sent from the network in the kernel", got)
-	}
+	served := up.count('d')
+	droppedInKernel(t, addr, key, "127.72.0.2") // the same /24
 	if got := up.count('d'); got != served {
 		t.Errorf("the upstream saw %d of the queries dropped in the kernel", got-served)
 	}
@@ -129,17 +148,7 @@ func TestIntegrationKernelDropReportOnly(t *testing.T) {
 	up := startUpstream(t)
 	addr, port := prefixBlock(t, up, "requests-per-second 20\n        report-only\n        kernel-drop lo\n        kernel-drop-after 300ms")
 	key := "server=dns://127.0.0.1:" + port + ",zone=req.test."
-	flooder := newUDPClient(t, "127.74.0.1", addr)
-	listed := false
-	for i := 0; i < 20000 && !listed; i++ {
-		flooder.send(t, named("f", i, ""))
-		if i%50 == 0 {
-			time.Sleep(5 * time.Millisecond) // paces the flood; nothing is asserted on time
-			listed = gathered(t, "coredns_rrl_kernel_networks")[key] == 1
-		}
-	}
-	flooder.finish(0)
-	if !listed {
+	if !floodIntoKernel(t, addr, key, "127.74.0.1") {
 		t.Fatal("report-only: the flooded network was never listed")
 	}
 	if got := gathered(t, "coredns_rrl_kernel_dropped_total")[key]; got != 0 {
@@ -166,8 +175,8 @@ func xdpProgram(t *testing.T) string {
 
 // TestIntegrationKernelDropReload: a reload hands the XDP program to the
 // new configuration without detaching it (the same program stays on lo),
-// the new block drops its flooding networks, and the last shutdown
-// detaches it.
+// and the network in the kernel stays there, dropped by the new block;
+// the last shutdown detaches the program.
 func TestIntegrationKernelDropReload(t *testing.T) {
 	needKernelDrop(t)
 	startServer(t) // for the directive order
@@ -190,11 +199,13 @@ func TestIntegrationKernelDropReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	key := "server=dns://127.0.0.1:" + strconv.Itoa(port) + ",zone=req.test."
 	before := xdpProgram(t)
-	if before == "" {
+	if before == "" || !floodIntoKernel(t, addr, key, "127.75.0.1") {
 		inst.Stop()
 		inst.ShutdownCallbacks()
-		t.Fatal("no XDP program on lo after start")
+		t.Fatalf("after start: XDP program %q; the flooded network never went into the kernel", before)
 	}
 	if inst, err = inst.Restart(input{[]byte(corefile(30))}); err != nil {
 		t.Fatalf("restart: %v", err)
@@ -202,21 +213,10 @@ func TestIntegrationKernelDropReload(t *testing.T) {
 	if after := xdpProgram(t); after != before {
 		t.Errorf("XDP program on lo %q before the reload, %q after: it was detached", before, after)
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	key := "server=dns://127.0.0.1:" + strconv.Itoa(port) + ",zone=req.test."
-	flooder := newUDPClient(t, "127.75.0.1", addr)
-	in := false
-	for i := 0; i < 20000 && !in; i++ {
-		flooder.send(t, named("f", i, ""))
-		if i%50 == 0 {
-			time.Sleep(5 * time.Millisecond) // paces the flood; nothing is asserted on time
-			in = gathered(t, "coredns_rrl_kernel_networks")[key] == 1
-		}
+	if got := gathered(t, "coredns_rrl_kernel_networks")[key]; got != 1 {
+		t.Errorf("after the reload kernel_networks %v: the network in the kernel was let go", got)
 	}
-	flooder.finish(0)
-	if !in {
-		t.Error("after the reload the flooded network never went into the kernel")
-	}
+	droppedInKernel(t, addr, key, "127.75.0.2")
 	inst.Stop()
 	inst.ShutdownCallbacks()
 	if got := xdpProgram(t); got != "" {
@@ -224,8 +224,11 @@ func TestIntegrationKernelDropReload(t *testing.T) {
 	}
 }
 
-// TestIntegrationKernelDropBlocksShare: two server blocks on lo share the
-// one XDP program, and each drops the networks its own limit refuses.
+// TestIntegrationKernelDropBlocksShare: server blocks on lo share the one
+// XDP program, each on its own port dropping the networks its own limit
+// refuses; and blocks on the same address share one kernel drop list, so
+// that a network either of them keeps refusing is dropped there (the
+// first block's metrics report it).
 func TestIntegrationKernelDropBlocksShare(t *testing.T) {
 	needKernelDrop(t)
 	up := startUpstream(t)
@@ -234,18 +237,63 @@ func TestIntegrationKernelDropBlocksShare(t *testing.T) {
 	addrB, portB := prefixBlock(t, up, lines)
 	for _, b := range []struct{ addr, port, src string }{{addrA, portA, "127.76.0.1"}, {addrB, portB, "127.77.0.1"}} {
 		key := "server=dns://127.0.0.1:" + b.port + ",zone=req.test."
-		flooder := newUDPClient(t, b.src, b.addr)
-		in := false
-		for i := 0; i < 20000 && !in; i++ {
-			flooder.send(t, named("f", i, ""))
-			if i%50 == 0 {
-				time.Sleep(5 * time.Millisecond) // paces the flood; nothing is asserted on time
-				in = gathered(t, "coredns_rrl_kernel_networks")[key] == 1
-			}
+		if !floodIntoKernel(t, b.addr, key, b.src) {
+			t.Fatalf("the block on port %s never put its flooding network into the kernel", b.port)
 		}
-		flooder.finish(0)
-		if !in {
-			t.Errorf("the block on port %s never put its flooding network into the kernel", b.port)
+		droppedInKernel(t, b.addr, key, strings.TrimSuffix(b.src, ".1")+".2")
+	}
+
+	p := freePort(t, "udp")
+	startCorefile(t, fmt.Sprintf(`first.test.:%[1]d {
+    bind 127.0.0.1
+    rrl {
+        requests-per-second 20
+        kernel-drop lo
+        kernel-drop-after 300ms
+    }
+    forward . %[2]s
+}
+req.test.:%[1]d {
+    bind 127.0.0.1
+    rrl {
+        requests-per-second 20
+        kernel-drop lo
+        kernel-drop-after 300ms
+    }
+    forward . %[2]s
+}
+`, p, up.addr))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	key := "server=dns://127.0.0.1:" + strconv.Itoa(p) + ",zone=first.test." // the first block reports the list
+	if !floodIntoKernel(t, addr, key, "127.83.0.1") {                        // req.test. queries: the second block refuses them
+		t.Fatal("the network the second block refused never went into the shared list")
+	}
+	droppedInKernel(t, addr, key, "127.83.0.2")
+}
+
+// TestKernelDropBlocksMustAgree: blocks that share an address share one
+// kernel drop list, so a configuration whose blocks share only some of
+// their addresses, or differ in its settings, is refused, naming them.
+func TestKernelDropBlocksMustAgree(t *testing.T) {
+	startServer(t) // for the directive order
+	p, q := freePort(t, "udp"), freePort(t, "udp")
+	block := func(zone, keys, extra string) string {
+		return fmt.Sprintf("%s {\n    bind 127.0.0.1\n    rrl %s {\n        requests-per-second 20\n        kernel-drop lo\n%s    }\n}\n", keys, zone, extra)
+	}
+	for _, tc := range []struct{ corefile, want string }{
+		{block("a.test.", fmt.Sprintf("a.test.:%d", p), "") + block("b.test.", fmt.Sprintf("b.test.:%d b.test.:%d", p, q), ""), "share 127.0.0.1:"},
+		{block("a.test.", fmt.Sprintf("a.test.:%d", p), "") + block("b.test.", fmt.Sprintf("b.test.:%d", p), "        kernel-drop-for 30s\n"), "need the same addresses"},
+		{block("a.test.", fmt.Sprintf("tls://a.test.:%d", p), ""), "serves no plain DNS"},
+	} {
+		inst, err := caddy.Start(input{[]byte(tc.corefile)})
+		if err == nil {
+			inst.Stop()
+			inst.ShutdownCallbacks()
+			t.Errorf("started:\n%s", tc.corefile)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want it to say %q", err, tc.want)
 		}
 	}
 }

@@ -46,19 +46,25 @@ func TestParseKernelDropInvalid(t *testing.T) {
 	}
 }
 
-// TestKernelListeners: the block's hosts as the program matches them.
-func TestKernelListeners(t *testing.T) {
-	got := kernelListeners([]string{"", "127.0.0.1", "::1", "dns.example."}, "53")
-	want := []string{"[::]:53", "127.0.0.1:53", "[::1]:53"}
-	if len(got) != len(want) {
-		t.Fatalf("listeners %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i].String() != want[i] {
-			t.Errorf("listener %d: %v, want %s", i, got[i], want[i])
+// TestBlockListeners: the addresses a block serves plain DNS on, as the
+// program matches them, from its keys and its bind hosts.
+func TestBlockListeners(t *testing.T) {
+	for _, tc := range []struct {
+		keys, hosts []string
+		want        string
+	}{
+		{[]string{"example.org:1053"}, []string{""}, "[::]:1053"},
+		{[]string{"example.org"}, []string{"127.0.0.1", "::1", "dns.example."}, "127.0.0.1:53 [::1]:53"},
+		{[]string{"dns://example.org:1053", "example.net:2053", "tls://example.org:853", "grpc://x:443"}, []string{"127.0.0.1"}, "127.0.0.1:1053 127.0.0.1:2053"},
+		{[]string{"a.org:1053", "b.org:1053"}, []string{"::ffff:127.0.0.1"}, "127.0.0.1:1053"},
+		{[]string{"tls://example.org:853"}, []string{""}, ""},
+	} {
+		var got []string
+		for _, ap := range blockListeners(tc.keys, tc.hosts) {
+			got = append(got, ap.String())
 		}
-	}
-	if got := kernelListeners([]string{"127.0.0.1"}, "x"); got != nil {
-		t.Errorf("a port that is not a number: %v", got)
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("keys %v, hosts %v: %v, want %s", tc.keys, tc.hosts, got, tc.want)
+		}
 	}
 }

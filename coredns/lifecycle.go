@@ -67,7 +67,7 @@ func (h *RRL) stop() {
 	}
 	h.stopped = true
 	h.ops.stop()
-	h.kernel.close()
+	h.kernel.close(h)
 	if h.tickStop != nil {
 		close(h.tickStop)
 		<-h.tickDone

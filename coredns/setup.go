@@ -40,6 +40,9 @@ func setup(c *caddy.Controller) error {
 	if h.unprovenOpen {
 		log.Warningf("proven-requests-per-second is set for %v without requests-per-second: requests from unproven sources are not limited at all, so a client escapes its proven limit by sending no cookie; set requests-per-second too", h.Zones)
 	}
+	if err := setupKernel(c, h); err != nil { // kernel-drop (kernel.go)
+		return plugin.Error(pluginName, err)
+	}
 	carried := limiters.adopt(h)
 	c.OnStartup(func() error {
 		h.traced = cfg.Handler("trace") != nil
@@ -53,7 +56,6 @@ func setup(c *caddy.Controller) error {
 	// it. OnShutdown runs on every reload and at the end; OnFinalShutdown
 	// only at the end; stop is safe to call more than once.
 	c.OnStartup(func() error { return h.ops.start(h) }) // status and log-limited (status.go)
-	onStartupKernel(c, h)                               // kernel-drop (kernel.go)
 	c.OnRestart(func() error { restarts.begin(gen); return nil })
 	c.OnRestartFailed(func() error { restarts.failed(gen); return nil })
 	c.OnShutdown(func() error { h.stop(); restarts.done(gen); return nil })

@@ -406,6 +406,37 @@ func (l *List) enterLocked(p netip.Prefix, c *candidate, now int64) (logLine, bo
 	return logLine{"kernel drop: %s dropped in the kernel for %v, refused for %v without a pause", []any{p, l.cfg.For, run}}, true
 }
 
+// Adopt takes over the networks that from has in the kernel, each for the
+// time it has left, so that a server that replaces another (a reload)
+// keeps dropping them without a gap: from's entries stay in the kernel
+// until from closes, and l's are there before. A network l already holds,
+// or for which l has no place left, it leaves as it is; from's runs of
+// refusals it does not take. Adopting from a List in ReportOnly mode, or
+// into one, adopts what would be dropped.
+func (l *List) Adopt(from *List) {
+	if l == nil || from == nil || l == from {
+		return
+	}
+	var lines []logLine
+	adopted := from.Networks() // before l's lock: two Lists' locks are never held at once
+	l.mu.Lock()
+	now := l.now()
+	for _, e := range adopted {
+		if _, in := l.in[e.Network]; in || len(l.in) >= l.cfg.MaxNetworks || e.Left <= 0 || l.closed {
+			continue
+		}
+		if l.k != nil {
+			if err := l.k.put(e.Network, e.Left); err != nil {
+				lines = append(lines, logLine{"kernel drop: %s not carried over into the kernel: %v", []any{e.Network, err}})
+				continue
+			}
+		}
+		l.in[e.Network] = entry{start: int64(e.Refused.Sub(l.base)), since: int64(e.Since.Sub(l.base)), until: now + int64(e.Left)}
+	}
+	l.mu.Unlock()
+	l.log(lines...)
+}
+
 // sweepLocked forgets the candidates whose run has ended (no refusal for
 // more than Pause).
 func (l *List) sweepLocked(now int64) {

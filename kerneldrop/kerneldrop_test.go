@@ -524,3 +524,46 @@ func BenchmarkRefused(b *testing.B) {
 		})
 	}
 }
+
+// TestAdopt: a List that replaces another takes over its networks, each
+// for the time it has left, in its own kernel entries; a network it
+// already holds or the ones past its room stay as they are, and from
+// keeps its own.
+func TestAdopt(t *testing.T) {
+	old, oldK, oldC, _ := newTestList(t, Config{After: time.Second, For: 10 * time.Second})
+	for _, p := range []netip.Prefix{netA, netB, netC} {
+		for range 3 {
+			old.Refused(p)
+			oldC.Advance(500 * time.Millisecond)
+		}
+	}
+	if n := len(old.Networks()); n != 3 || !oldK.has(netA) {
+		t.Fatalf("the old list holds %d networks", n)
+	}
+	next, nextK, _, _ := newTestList(t, Config{After: time.Second, For: 10 * time.Second, MaxNetworks: 2})
+	left := map[netip.Prefix]time.Duration{}
+	for _, e := range old.Networks() {
+		left[e.Network] = e.Left
+	}
+	next.Adopt(old)
+	got := next.Networks()
+	if len(got) != 2 {
+		t.Fatalf("adopted %v, want the two that fit", got)
+	}
+	for _, e := range got {
+		if !nextK.has(e.Network) || nextK.in[e.Network] != left[e.Network] || e.Left != left[e.Network] {
+			t.Errorf("%s: in the kernel for %v (left %v), want the %v it had left", e.Network, nextK.in[e.Network], e.Left, left[e.Network])
+		}
+	}
+	if !oldK.has(netA) || len(old.Networks()) != 3 {
+		t.Error("adopting changed the old list")
+	}
+	next.Adopt(old) // again: nothing more fits, nothing moves
+	if len(next.Networks()) != 2 || nextK.puts != 2 {
+		t.Errorf("adopting twice: %d networks, %d puts", len(next.Networks()), nextK.puts)
+	}
+	var none *List
+	none.Adopt(old)
+	next.Adopt(nil)
+	next.Adopt(next)
+}
