@@ -152,8 +152,36 @@ func (rec *recorder) measured(r *dns.Msg) int {
 // (request.ScrubWriter) has done its work on it, without changing m or its
 // records: the request's OPT record, with the options CoreDNS copies, for a
 // response that has none (SizeAndDo), then the truncation to the client's
-// buffer, 512 bytes without EDNS (Scrub).
+// buffer, 512 bytes without EDNS (Scrub). A response that fits the buffer
+// as it is goes uncompressed, as Scrub sends it, and is measured without a
+// copy; only a longer one is scrubbed in a copy.
 func onWire(state request.Request, m *dns.Msg) int {
+	plain := *m // the length without compression; m itself is left alone
+	plain.Compress = false
+	n := plain.Len()
+	if o := state.Req.IsEdns0(); o != nil && m.IsEdns0() == nil {
+		if len(o.Option) > 0 {
+			return scrubbedLen(state, m)
+		}
+		n += optLen // the request's OPT record, bare
+	}
+	if n <= state.Size() && n <= scrubCompressFrom {
+		return n
+	}
+	return scrubbedLen(state, m)
+}
+
+// optLen is the length of an OPT record without options.
+const optLen = 11
+
+// scrubCompressFrom is the shortest length at which Scrub compresses a
+// response that fits the buffer uncompressed (1220 bytes over IPv6, 1480
+// over IPv4).
+const scrubCompressFrom = 1220
+
+// scrubbedLen is onWire for a response Scrub may cut or compress: it does
+// Scrub's work on a copy.
+func scrubbedLen(state request.Request, m *dns.Msg) int {
 	out := *m // Truncate reslices the sections of its copy, never their arrays
 	out.Extra = slices.Clone(m.Extra)
 	if o := state.Req.IsEdns0(); o != nil && m.IsEdns0() == nil {

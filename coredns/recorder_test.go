@@ -3,12 +3,14 @@ package rrl
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/plugin/metadata"
 	"github.com/coredns/coredns/plugin/test"
+	"github.com/coredns/coredns/request"
 	"github.com/miekg/dns"
 )
 
@@ -167,5 +169,56 @@ func TestCapBuffer(t *testing.T) {
 	restoreBuffer(r, capBuffer(r, 300))
 	if r.IsEdns0() != nil {
 		t.Error("an OPT record added to a request without one")
+	}
+}
+
+// TestOnWire: the length onWire gives is that of the message the server's
+// writer sends: with and without EDNS, with the request's options, cut to
+// the buffer, compressed past 1220 bytes.
+func TestOnWire(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		edns   int  // the request's buffer, 0 without EDNS
+		nsid   bool // the request carries an NSID option
+		txt    int  // bytes of TXT in the answer
+		answer bool // the reply has an OPT record of its own
+	}{
+		{"small, no EDNS", 0, false, 100, false},
+		{"small, EDNS", 1232, false, 100, false},
+		{"small, EDNS and NSID", 1232, true, 100, false},
+		{"small, the reply's own OPT", 1232, false, 100, true},
+		{"cut to 512", 0, false, 900, false},
+		{"cut to the buffer", 1232, false, 2000, false},
+		{"past 1220", 4096, false, 1300, false},
+		{"compressed past 1480", 4096, false, 1600, false},
+	} {
+		r := new(dns.Msg).SetQuestion("www.example.org.", dns.TypeTXT)
+		if tc.edns > 0 {
+			r.SetEdns0(uint16(tc.edns), false)
+			if tc.nsid {
+				r.IsEdns0().Option = append(r.IsEdns0().Option, &dns.EDNS0_NSID{Code: dns.EDNS0NSID})
+			}
+		}
+		m := new(dns.Msg).SetReply(r)
+		for i := 0; i < tc.txt; i += 200 {
+			m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: "www.example.org.", Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60},
+				Txt: []string{strings.Repeat("x", min(200, tc.txt-i))}})
+		}
+		if tc.answer {
+			m.SetEdns0(1232, false)
+		}
+		w := &test.ResponseWriter{}
+		got := onWire(request.Request{Req: r, W: w}, m)
+		sent := m.Copy()
+		state := request.Request{Req: r.Copy(), W: w}
+		state.SizeAndDo(sent)
+		state.Scrub(sent)
+		packed, err := sent.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != len(packed) {
+			t.Errorf("%s: onWire %d, the server writes %d bytes", tc.name, got, len(packed))
+		}
 	}
 }

@@ -523,9 +523,10 @@ func (s *state) outgoingBytes(m *dns.Msg, b []byte, unpacked bool) []byte {
 
 // weighs reports whether the decision still to be made reads the length
 // of the response: nocookie-udp-size or all-bytes-per-second is on, and
-// the request is not proven by a server cookie.
+// the response goes over UDP (as the core reads the source) to a request
+// not proven by a server cookie.
 func (s *state) weighs() bool {
-	return !s.decided && s.ck.state != CookieValid && s.h.limiter.NeedsResponseSize()
+	return !s.decided && s.udp && s.ck.state != CookieValid && s.h.limiter.NeedsResponseSize()
 }
 
 // drop writes nothing for a dropped response. On a connection (a stream
