@@ -244,25 +244,10 @@ func TestIntegrationKernelDropBlocksShare(t *testing.T) {
 	}
 
 	p := freePort(t, "udp")
-	startCorefile(t, fmt.Sprintf(`first.test.:%[1]d {
-    bind 127.0.0.1
-    rrl {
-        requests-per-second 20
-        kernel-drop lo
-        kernel-drop-after 300ms
-    }
-    forward . %[2]s
-}
-req.test.:%[1]d {
-    bind 127.0.0.1
-    rrl {
-        requests-per-second 20
-        kernel-drop lo
-        kernel-drop-after 300ms
-    }
-    forward . %[2]s
-}
-`, p, up.addr))
+	block := func(zone string) string {
+		return fmt.Sprintf("%s:%d {\n    bind 127.0.0.1\n    rrl {\n        %s\n    }\n    forward . %s\n}\n", zone, p, lines, up.addr)
+	}
+	startCorefile(t, block("first.test.")+block("req.test."))
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 	key := "server=dns://127.0.0.1:" + strconv.Itoa(p) + ",zone=first.test." // the first block reports the list
 	if !floodIntoKernel(t, addr, key, "127.83.0.1") {                        // req.test. queries: the second block refuses them

@@ -33,6 +33,14 @@ var bigTXT = dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
 // reply and its length on the wire.
 func rawExchange(t *testing.T, network, addr string, q *dns.Msg) (*dns.Msg, int) {
 	t.Helper()
+	return exchangeRaw(t, network, addr, q, nil)
+}
+
+// exchangeRaw is rawExchange that, when sent is not nil, reads the reply
+// only if sent, called once q has gone, reports that one is coming:
+// otherwise it returns nil and 0.
+func exchangeRaw(t *testing.T, network, addr string, q *dns.Msg, sent func() bool) (*dns.Msg, int) {
+	t.Helper()
 	conn, err := net.DialTimeout(network, addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +50,9 @@ func rawExchange(t *testing.T, network, addr string, q *dns.Msg) (*dns.Msg, int)
 	co := &dns.Conn{Conn: conn, UDPSize: dns.MaxMsgSize}
 	if err := co.WriteMsg(q); err != nil {
 		t.Fatal(err)
+	}
+	if sent != nil && !sent() {
+		return nil, 0
 	}
 	b, err := co.ReadMsgHeader(nil)
 	if err != nil {

@@ -2,11 +2,9 @@ package miekgrrl
 
 import (
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dnsrrl/rrl"
 	"github.com/miekg/dns"
@@ -107,30 +105,9 @@ func TestAllBytesPerSecondWeighsTheCookie(t *testing.T) {
 }
 
 // rawExchangeIf sends q over UDP to addr and, when sent reports that a
-// reply is coming, reads it: the reply and its length on the wire, or nil
-// and 0.
+// reply is coming, reads it (rawExchange): the reply and its length on the
+// wire, or nil and 0.
 func rawExchangeIf(t *testing.T, addr string, q *dns.Msg, sent func() bool) (*dns.Msg, int) {
 	t.Helper()
-	conn, err := net.Dial("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	co := &dns.Conn{Conn: conn, UDPSize: dns.MaxMsgSize}
-	if err := co.WriteMsg(q); err != nil {
-		t.Fatal(err)
-	}
-	if !sent() {
-		return nil, 0
-	}
-	b, err := co.ReadMsgHeader(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := new(dns.Msg)
-	if err := m.Unpack(b); err != nil {
-		t.Fatal(err)
-	}
-	return m, len(b)
+	return exchangeRaw(t, "udp", addr, q, sent)
 }
