@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsrrl/rrl/coredns/e2e/loopback"
 )
 
 func main() {
@@ -30,13 +32,13 @@ func main() {
 	sprayNets := flag.Int("spray-nets", 25600, "distinct /24s of the spray, from 127.100.0.0/24 up")
 	dur := flag.Duration("for", time.Minute, "how long to send")
 	flag.Parse()
-	dst, err := netip.ParseAddrPort(*server)
-	if err != nil || !dst.Addr().IsLoopback() {
-		fail(fmt.Errorf("-server %q: want a loopback host:port", *server))
+	dst, err := loopback.Server("server", *server)
+	if err != nil {
+		fail(err)
 	}
-	src, err := netip.ParseAddr(*floodSrc)
-	if err != nil || !src.IsLoopback() {
-		fail(fmt.Errorf("-flood-src %q: want a loopback address", *floodSrc))
+	src, err := loopback.Source("flood-src", *floodSrc)
+	if err != nil {
+		fail(err)
 	}
 	if *sprayNets < 1 || *sprayNets > 100*256 {
 		fail(fmt.Errorf("-spray-nets %d: want 1 to %d", *sprayNets, 100*256))

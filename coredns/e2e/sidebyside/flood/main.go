@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsrrl/rrl/coredns/e2e/loopback"
 )
 
 func main() {
@@ -25,13 +27,13 @@ func main() {
 	qtype := flag.String("type", "TXT", "type to ask for")
 	dur := flag.Duration("for", 6*time.Second, "how long to send, at most a minute")
 	flag.Parse()
-	dst, err := netip.ParseAddrPort(*server)
-	if err != nil || !dst.Addr().IsLoopback() {
-		fail(fmt.Errorf("-server %q: want a loopback host:port", *server))
+	dst, err := loopback.Server("server", *server)
+	if err != nil {
+		fail(err)
 	}
-	from, err := netip.ParseAddr(*src)
-	if err != nil || !from.IsLoopback() {
-		fail(fmt.Errorf("-src %q: want a loopback address", *src))
+	from, err := loopback.Source("src", *src)
+	if err != nil {
+		fail(err)
 	}
 	t, ok := dns.StringToType[*qtype]
 	if !ok {

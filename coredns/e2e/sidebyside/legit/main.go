@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/dnsrrl/rrl/coredns/e2e/loopback"
 )
 
 func main() {
@@ -33,13 +35,13 @@ func main() {
 	timeout := flag.Duration("timeout", 2*time.Second, "how long to wait for each reply")
 	minimum := flag.Int("min", 0, "exit 1 unless at least this many are answered")
 	flag.Parse()
-	dst, err := netip.ParseAddrPort(*server)
-	if err != nil || !dst.Addr().IsLoopback() {
-		fail(fmt.Errorf("-server %q: want a loopback host:port", *server))
+	dst, err := loopback.Server("server", *server)
+	if err != nil {
+		fail(err)
 	}
-	from, err := netip.ParseAddr(*src)
-	if err != nil || !from.IsLoopback() {
-		fail(fmt.Errorf("-src %q: want a loopback address", *src))
+	from, err := loopback.Source("src", *src)
+	if err != nil {
+		fail(err)
 	}
 	if *rate < 1 || *rate > 1000 {
 		fail(fmt.Errorf("-rate %d: want 1 to 1000", *rate))
