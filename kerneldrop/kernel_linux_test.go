@@ -156,21 +156,24 @@ func waitDropped(l *List, want uint64) uint64 {
 	return l.Dropped()
 }
 
-func TestVerifierAccepts(t *testing.T) {
+// loadProgram loads the program over new maps (the listeners, the blocked
+// networks and the counters), closed with t, failing t if the verifier
+// rejects it and skipping t if the kernel refuses the maps or the program.
+func loadProgram(t *testing.T) (*ebpf.Program, [3]*ebpf.Map) {
+	t.Helper()
 	needRoot(t)
 	ls, bs, cs := mapSpecs()
-	var fds []int
-	for _, spec := range []*ebpf.MapSpec{ls, bs, cs} {
+	var ms [3]*ebpf.Map
+	for i, spec := range []*ebpf.MapSpec{ls, bs, cs} {
 		m, err := ebpf.NewMap(spec)
 		if err != nil {
 			t.Skipf("the kernel refuses the map %s: %v", spec.Name, err)
 		}
-		defer m.Close()
-		fds = append(fds, m.FD())
+		t.Cleanup(func() { m.Close() })
+		ms[i] = m
 	}
-	insns := program(fds[0], fds[1], fds[2])
 	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Name: "rrl_kerneldrop", Type: ebpf.XDP, License: "BSD", Instructions: insns,
+		Name: "rrl_kerneldrop", Type: ebpf.XDP, License: "BSD", Instructions: program(ms[0].FD(), ms[1].FD(), ms[2].FD()),
 	}, ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats})
 	var verr *ebpf.VerifierError
 	if errors.As(err, &verr) {
@@ -179,8 +182,13 @@ func TestVerifierAccepts(t *testing.T) {
 	if err != nil {
 		t.Skipf("the kernel refuses to load an XDP program: %v", err)
 	}
-	defer prog.Close()
-	t.Logf("%d instructions; verifier: %s", len(insns), strings.TrimSpace(prog.VerifierLog))
+	t.Cleanup(func() { prog.Close() })
+	return prog, ms
+}
+
+func TestVerifierAccepts(t *testing.T) {
+	prog, _ := loadProgram(t)
+	t.Logf("verifier: %s", strings.TrimSpace(prog.VerifierLog))
 }
 
 func TestDropIPv4(t *testing.T) {

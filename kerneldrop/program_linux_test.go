@@ -2,7 +2,6 @@ package kerneldrop
 
 import (
 	"encoding/binary"
-	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -15,29 +14,8 @@ import (
 // which presents them as received on lo): every shape it must drop or
 // pass, without sending anything.
 func TestProgramPackets(t *testing.T) {
-	needRoot(t)
-	ls, bs, cs := mapSpecs()
-	var ms []*ebpf.Map
-	for _, spec := range []*ebpf.MapSpec{ls, bs, cs} {
-		m, err := ebpf.NewMap(spec)
-		if err != nil {
-			t.Skipf("the kernel refuses the map %s: %v", spec.Name, err)
-		}
-		defer m.Close()
-		ms = append(ms, m)
-	}
+	prog, ms := loadProgram(t)
 	listeners, blocked, counters := ms[0], ms[1], ms[2]
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Type: ebpf.XDP, License: "BSD", Instructions: program(listeners.FD(), blocked.FD(), counters.FD()),
-	})
-	var verr *ebpf.VerifierError
-	if errors.As(err, &verr) {
-		t.Fatalf("the verifier rejects the program: %+v", verr)
-	}
-	if err != nil {
-		t.Skipf("the kernel refuses to load an XDP program: %v", err)
-	}
-	defer prog.Close()
 
 	const group, lo = 3, 1 // BPF_PROG_TEST_RUN's packets come in on lo
 	listen := func(ap string) {
