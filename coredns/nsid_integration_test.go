@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -139,44 +138,14 @@ func TestIntegrationAllBytesPerSecondWithNSID(t *testing.T) {
 		sizes[i] = 300 + i // 60 names, each with its own response account
 	}
 	addr := nsidServer(t, 300, "all-bytes-per-second "+strconv.Itoa(bytesBudget), sizes)
-	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP("127.69.0.1")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	dst, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
+	queries := make([]*dns.Msg, len(sizes))
 	for i, size := range sizes {
-		m := nsidQuery("s"+strconv.Itoa(size)+".nsid.test.", "")
-		m.Id = uint16(i + 1)
-		b, _ := m.Pack()
-		if _, err := conn.WriteToUDP(b, dst); err != nil {
-			t.Fatal(err)
-		}
+		queries[i] = nsidQuery("s"+strconv.Itoa(size)+".nsid.test.", "")
 	}
-	got, bytes, largest := 0, 0, 0
-	var last time.Time
-	buf := make([]byte, 4096)
-	for got < len(sizes) {
-		conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond)) // bounds the wait; nothing is asserted on time
-		n, _, err := conn.ReadFromUDP(buf)
-		if err != nil {
-			break
-		}
-		m := new(dns.Msg)
-		if m.Unpack(buf[:n]) != nil || len(m.Answer) != 1 || nsidOf(m) == "" {
-			t.Fatalf("reply %v; want an answer with its NSID, or nothing", m)
-		}
-		got, bytes, largest, last = got+1, bytes+n, max(largest, n), time.Now()
-	}
-	elapsed := last.Sub(start)
-	limit := bytesBudget + int(bytesBudget*elapsed.Seconds()) + largest
-	t.Logf("60 names: %d answers, %d bytes (the largest %d) in %v", got, bytes, largest, elapsed)
-	if got == 0 || largest < 600 || bytes > limit {
-		t.Errorf("60 names of about 600 bytes on the wire: %d answers, %d bytes; want at most %d", got, bytes, limit)
+	b := burstBytes(t, "127.69.0.1", addr, queries, func(m *dns.Msg) bool { return len(m.Answer) == 1 && nsidOf(m) != "" })
+	t.Logf("60 names: %d answers, %d bytes (the largest %d) in %v", b.got, b.bytes, b.largest, b.elapsed)
+	if limit := b.limit(); b.got == 0 || b.largest < 600 || b.bytes > limit {
+		t.Errorf("60 names of about 600 bytes on the wire: %d answers, %d bytes; want at most %d", b.got, b.bytes, limit)
 	}
 }
 
