@@ -64,6 +64,10 @@ type Replay struct {
 	nameBuf  []byte
 	msg      dns.Msg
 	memo     *tupleMemo
+	// tap, if set, is told of each request and response as the first
+	// configuration charged it, and what it decided: -suggest reads the
+	// traffic's peaks, and checks its suggestion, through it.
+	tap tap
 
 	stopped atomic.Bool // Stop was called
 }
@@ -185,6 +189,9 @@ func (r *Replay) query(m *Message) {
 	for i, e := range r.engines {
 		p.refuse(i, len(r.engines), e.request(m.Time, client, m.UDP, valid))
 	}
+	if r.tap != nil {
+		r.tap.request(m.Time, client, m.UDP, valid, p.causes.of(0) != causeNone)
+	}
 	r.pending.put(pendingKey{m.Client, q.id, m.UDP}, p)
 }
 
@@ -270,11 +277,15 @@ func (r *Replay) response(m *Message) {
 	client := m.Client.Addr().Unmap()
 	size, slip := len(m.Wire), -1
 	t.Size = size // the captured message's length, which all-bytes-per-second charges
+	var act0 rrl.Action
 	for i, e := range r.engines {
 		n := e.lc.network(client)
 		if !matched {
 			e.report.rep.Unmatched++
 			p.refuse(i, len(r.engines), e.request(m.Time, client, m.UDP, false))
+			if i == 0 && r.tap != nil {
+				r.tap.request(m.Time, client, m.UDP, false, p.causes.of(0) != causeNone)
+			}
 		}
 		var act rrl.Action
 		k := p.causes.of(i)
@@ -295,9 +306,34 @@ func (r *Replay) response(m *Message) {
 		if act == rrl.Slip && slip < 0 {
 			slip = slipSize(m.Wire)
 		}
+		if i == 0 {
+			act0 = act
+		}
 		e.report.response(m.Time, n, &t, act, refused, size, slip)
 		e.report.cuts.response(k, act, size, slip)
 	}
+	if r.tap != nil {
+		sent := 0
+		switch act0 {
+		case rrl.Send:
+			sent = size
+		case rrl.Slip:
+			sent = slip
+		}
+		// Only a UDP response to an unproven query is charged to the
+		// response accounts; the others are counted all the same.
+		r.tap.response(m.Time, client, m.UDP && !p.valid && !p.answered, &t, act0, sent)
+	}
+}
+
+// tap is told of the traffic as the first configuration charged it (see
+// Replay.tap). unproven is whether a response would be charged to the
+// response accounts: a UDP response to a query without a valid server
+// cookie; sent is the bytes that would have gone (0 when dropped, the
+// truncated reply's when slipped).
+type tap interface {
+	request(at time.Time, client netip.Addr, udp, valid, refused bool)
+	response(at time.Time, client netip.Addr, unproven bool, t *rrl.ResponseTuple, act rrl.Action, sent int)
 }
 
 // tuple classifies a response with miekgrrl.Tuple, as the servers do, with

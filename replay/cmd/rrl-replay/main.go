@@ -42,6 +42,7 @@ rrl-replay reads the dnstap that a running server writes (CoreDNS:
 then reports.
 
 Examples:
+  rrl-replay -suggest capture.pcap     # settings from the traffic, checked
   rrl-replay -set responses-per-second=5 -sweep slip-ratio=1,2,3 capture.pcap
   rrl-replay -corefile Corefile -server-port 5353 -json capture.pcapng
 
@@ -82,6 +83,7 @@ type cli struct {
 	maxConns   int
 	idle       time.Duration
 	quiet      bool
+	suggest    bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -107,6 +109,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.maxConns, "max-conns", replay.DefaultMaxConns, "with -listen, read at most this many `connections` at once; more wait")
 	fs.DurationVar(&c.idle, "idle-timeout", replay.DefaultIdleTimeout, "with -listen, close a connection that sends nothing for this long")
 	fs.BoolVar(&c.quiet, "q", false, "no progress line on stderr")
+	fs.BoolVar(&c.suggest, "suggest", false, "suggest settings from the capture's ordinary traffic: an rrl block for a Corefile, each line with its reason,\n"+
+		"networks far above the rest named as attacks and left out, and the capture replayed under it as a check\n"+
+		"(-set and -corefile settings are kept as given; with -json, a JSON object; with -html, charts of the peaks)")
 	files, err := parseInterleaved(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -142,6 +147,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, zones := range otherBlocks {
 		fmt.Fprintf(stderr, "rrl-replay: %s: the rrl block for %s is not replayed; only the first block is (one configuration a replay)\n",
 			c.corefile, strings.Join(zones, " "))
+	}
+	if c.suggest {
+		return c.runSuggest(opts, files, stdout, stderr)
 	}
 	r, err := replay.New(opts)
 	if err != nil {
