@@ -191,7 +191,7 @@ func floorTable() []struct {
 	return make([]struct {
 		n atomic.Int64
 		_ [56]byte
-	}, newBucketTable(100_000).buckets)
+	}, newTable(100_000, accountRank).buckets)
 }
 
 // BenchmarkFloorSharedPool is the floor under BenchmarkDebitSharedPool:
@@ -269,7 +269,7 @@ func BenchmarkRandomRead(b *testing.B) {
 var chased int
 
 // BenchmarkDebitSmallTable cycles through 300 accounts in a table of 320,
-// one set that a Debit searches whole (see bucketTable).
+// one set that a Debit searches whole (see table).
 func BenchmarkDebitSmallTable(b *testing.B) {
 	r := benchRRL(b, "max-table-size", "320")
 	var tuples []*ResponseTuple

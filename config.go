@@ -3,7 +3,6 @@ package rrl
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -92,26 +91,6 @@ type Config struct {
 
 	recordLimited bool // SetRecordLimited (limited.go)
 }
-
-// minRate and maxRate bound every per-second keyword but 0 (off), keeping
-// the cost of one response between 1 µs and 100 s.
-const (
-	minRate = 0.01
-	maxRate = 1e6
-)
-
-// all-bytes-per-second is 0 (off) or from minBytesRate to maxBytesRate:
-// at least one response of unknown size (UnknownResponseSize) a second.
-// nocookie-udp-size is 0 (off) or at least minNoCookieUDPSize, BIND's floor.
-const (
-	minBytesRate       = UnknownResponseSize
-	maxBytesRate       = 1e9
-	minNoCookieUDPSize = 128
-)
-
-// maxTableSize bounds max-table-size so that bucket numbers fit in 32 bits
-// (Event.Account holds one) with room to spare.
-const maxTableSize = 1 << 28
 
 // NewConfig returns a Config with every default set. A default Config limits
 // nothing: set responses-per-second (or another allowance) to turn RRL on.
@@ -242,93 +221,6 @@ func (c *Config) setValue(keyword, value string) error {
 	return nil
 }
 
-// Keywords returns the keywords SetValue accepts, in the order of the table
-// in the Config documentation.
-func Keywords() []string {
-	return []string{"window", "ipv4-prefix-length", "ipv6-prefix-length",
-		"responses-per-second", "referrals-per-second", "nodata-per-second", "nxdomains-per-second", "errors-per-second",
-		"all-per-second", "requests-per-second", "proven-requests-per-second", "slip-ratio", "qps-scale", "max-table-size", "exempt-clients",
-		"ipv4-request-prefixes", "ipv6-request-prefixes", "all-bytes-per-second", "nocookie-udp-size"}
-}
-
-func parseInt(keyword, value string, min, max int) (int, error) {
-	n, err := strconv.Atoi(value)
-	if err != nil || !digits.MatchString(value) || n < min || n > max {
-		return 0, fmt.Errorf("rrl: %s %q: want a whole number (digits only) from %d to %d", keyword, value, min, max)
-	}
-	return n, nil
-}
-
-// parseRate reads a rate: a plain decimal number, 0 (off) or from lo to hi.
-func parseRate(keyword, value string, lo, hi float64) (float64, error) {
-	f, err := readRate(value, lo, hi)
-	if err != nil {
-		return 0, fmt.Errorf("rrl: %s %q: want a plain decimal number (such as 5 or 0.5), 0 (off) or from %g to %d", keyword, value, lo, int(hi))
-	}
-	return f, nil
-}
-
-// readRate is parseRate without the keyword in its error.
-func readRate(value string, lo, hi float64) (float64, error) {
-	f, err := strconv.ParseFloat(value, 64)
-	if err != nil || !plainDecimal.MatchString(value) || (f > 0 && f < lo) || f > hi {
-		return 0, strconv.ErrRange
-	}
-	return f, nil
-}
-
-// The value grammar is strict, so that a typo is refused rather than read
-// as something the operator did not mean: whole numbers are digits only,
-// and rates digits with an optional fraction. Signs, exponents ("1e3"),
-// bare points (".5", "5."), spaces, hexadecimal and underscores are refused.
-var (
-	digits       = regexp.MustCompile(`^[0-9]+$`)
-	plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
-)
-
-// parsePrefixes reads addresses and CIDR prefixes separated by spaces or commas.
-// An address stands for itself (a /32 or /128); IPv4-mapped IPv6 forms are
-// taken as IPv4, as client addresses are. A prefix with bits set past its
-// length ("10.0.0.1/8") is refused: taken as its network it would exempt
-// more than it says.
-func parsePrefixes(keyword, value string) ([]netip.Prefix, error) {
-	fields := strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })
-	if len(fields) == 0 {
-		return nil, fmt.Errorf("rrl: %s %q: want one or more addresses or CIDR prefixes", keyword, value)
-	}
-	out := make([]netip.Prefix, 0, len(fields))
-	for _, f := range fields {
-		p, err := parsePrefix(f)
-		if err != nil {
-			return nil, fmt.Errorf("rrl: %s %q: %q is not an address or CIDR prefix", keyword, value, f)
-		}
-		if p != p.Masked() {
-			return nil, fmt.Errorf("rrl: %s %q: %s has bits set past its prefix length; write the network, %s, or the address alone", keyword, value, f, p.Masked())
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-func parsePrefix(s string) (netip.Prefix, error) {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, err
-		}
-		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-		}
-		return p, nil
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	a = a.Unmap().WithZone("")
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
 // SetNowFunc replaces the clock with fn, for tests. Debit then reads fn on
 // every call, under a lock that all Debits share. The RRL keeps its own
 // time monotonic: a step of fn backwards counts as no time, after which time
@@ -451,9 +343,6 @@ func (c *Config) Value(keyword string) (string, error) {
 	return "", fmt.Errorf("rrl: unknown keyword %q%s", keyword, unknownKeyword(keyword))
 }
 
-// formatRate writes a rate as a plain decimal number.
-func formatRate(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-
 // String returns the settings as keyword-value pairs ("window 15;
 // ipv4-prefix-length 24; ..."), with the values that Value returns, in the
 // order of the table in the Config documentation; exempt-clients and the
@@ -472,4 +361,50 @@ func (c *Config) String() string {
 		b.WriteString(k + " " + v)
 	}
 	return b.String()
+}
+
+// RequestPrefixes returns the pairs of ipv6-request-prefixes (ipv6 true)
+// or ipv4-request-prefixes, in the order they were given; nil for none.
+func (c *Config) RequestPrefixes(ipv6 bool) []RequestPrefix {
+	fam := familyOf(ipv6)
+	if c.prefixCount[fam] == 0 {
+		return nil
+	}
+	return append([]RequestPrefix(nil), c.prefixes[fam][:c.prefixCount[fam]]...)
+}
+
+// NoCookieUDPSize returns nocookie-udp-size: the longest UDP response, in
+// bytes, that goes to a request without a valid server cookie; 0 is off.
+func (c *Config) NoCookieUDPSize() int { return c.noCookieUDPSize }
+
+// AllBytesPerSecond returns all-bytes-per-second, in bytes a second; 0 is off.
+func (c *Config) AllBytesPerSecond() float64 { return c.rates[LimitAllBytes] }
+
+// slowestPrefix returns the smallest allowance above 0 among the pairs of
+// family fam, or 0 if none is on. The RRL keeps it as the allowance of the
+// kind, whose episode slack (see limit) is then the longest of its pairs.
+func (c *Config) slowestPrefix(fam int) float64 {
+	slowest := 0.0
+	for _, p := range c.prefixes[fam][:c.prefixCount[fam]] {
+		if p.Rate > 0 && (slowest == 0 || p.Rate < slowest) {
+			slowest = p.Rate
+		}
+	}
+	return slowest
+}
+
+// sanitizePrefixes drops, from a Config not made by SetValue, the pairs
+// out of range. A pair set to 0 (off) is in range: it keeps its place,
+// by which Stats.RequestPrefixDrops counts the pairs after it.
+func (c *Config) sanitizePrefixes() {
+	for fam := range c.prefixes {
+		n := 0
+		for _, p := range c.prefixes[fam][:min(max(c.prefixCount[fam], 0), MaxRequestPrefixes)] {
+			if p.Bits >= 1 && p.Bits <= 32+96*fam && (p.Rate == 0 || p.Rate >= minRate) && p.Rate <= maxRate {
+				c.prefixes[fam][n] = p
+				n++
+			}
+		}
+		c.prefixCount[fam] = n
+	}
 }

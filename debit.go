@@ -76,7 +76,7 @@ func (r *RRL) DebitAddr(src netip.Addr, udp bool, tuple *ResponseTuple) (Action,
 // request to DebitRequest.
 func (r *RRL) debit(src net.Addr, tuple *ResponseTuple, request bool) (Action, IPReason, RTReason) {
 	if u, ok := src.(*net.UDPAddr); ok && u != nil && r != nil && !r.checked {
-		return r.debitUDP(r.networkOfIP(u.IP), tuple) // the common case, without netip
+		return r.debitUDP(r.nets.networkOfIP(u.IP), tuple) // the common case, without netip
 	}
 	addr, udp := addrOf(src)
 	return r.debitAddr(addr, udp, tuple, request)
@@ -88,9 +88,9 @@ func (r *RRL) debitAddr(src netip.Addr, udp bool, tuple *ResponseTuple, request 
 		return Send, IPNotConfigured, RTNotConfigured
 	}
 	if !udp || r.checked {
-		return r.debitChecked(src, r.networkOf(src), udp, tupleOrError(tuple), r.now(), request)
+		return r.debitChecked(src, r.nets.networkOf(src), udp, tupleOrError(tuple), r.now(), request)
 	}
-	return r.debitUDP(r.networkOf(src), tuple)
+	return r.debitUDP(r.nets.networkOf(src), tuple)
 }
 
 // DebitRequest charges one request from src as it arrives, before any work
@@ -130,16 +130,6 @@ func (r *RRL) DebitRequestAddr(src netip.Addr, udp, validCookie bool) (Action, I
 	return act, ipr
 }
 
-// RequestRefusal names the request limit that refused a request: Limit is
-// LimitRequests, LimitProvenRequests, LimitIPv4RequestPrefixes or
-// LimitIPv6RequestPrefixes, and Prefix, for a request prefix, the pair's
-// place (from 0) in the Config's list of the family (RequestPrefixes),
-// else 0. It is the zero value for a request that was not refused.
-type RequestRefusal struct {
-	Limit  LimitKind
-	Prefix int
-}
-
 // DebitRequestLimit is DebitRequestAddr that also says which request limit
 // refused the request (when it returns Drop), as the account that was out
 // of credit: the network's requests-per-second account (or
@@ -157,7 +147,7 @@ func (r *RRL) debitRequest(src netip.Addr, udp, validCookie bool) (Action, IPRea
 		return Send, IPNotConfigured, RequestRefusal{}
 	}
 	s := r.stats.pick()
-	ipr, why := r.admit(src, r.networkOf(src), !udp || validCookie, r.now(), s)
+	ipr, why := r.admit(src, r.nets.networkOf(src), !udp || validCookie, r.now(), s)
 	if ipr == IPRateLimit {
 		s.count(AllowanceLast, Drop, ipr, RTNotReached) // in no category: it has no response
 		return Drop, ipr, why
@@ -226,21 +216,21 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	// count in the record of limited accounts (decides): all-per-second,
 	// then all-bytes-per-second, then the tuple's allowance.
 	over := RTOk // whether the network is over all-per-second or all-bytes-per-second
-	if r.limits[LimitAll].on() && r.chargeNetwork(n, LimitAll, now, s) {
+	if r.base.limits[LimitAll].on() && r.chargeNetwork(n, LimitAll, now, s) {
 		over = RTAllLimit
 	}
-	p := r.scaledProtection()
-	if p.nsPerByte > 0 && r.chargeBytes(n, p, t.Size, now, s, over == RTOk) && over == RTOk {
+	al := r.allowances()
+	if al.prot.nsPerByte > 0 && r.chargeBytes(n, al, t.Size, now, s, over == RTOk) && over == RTOk {
 		over = RTAllBytesLimit
 	}
-	if over != RTOk && !r.limits[t.AllowanceCategory].on() {
+	if over != RTOk && !r.base.limits[t.AllowanceCategory].on() {
 		return countAlone(s, t, Drop, ipr, over)
 	}
 	act, rtr := r.chargeTuple(n, t, now, s, over == RTOk)
 	switch {
 	case over != RTOk: // after the slip count advanced, as in BIND
 		act, rtr = Drop, over
-	case act == Send && p.tooLarge(t.Size):
+	case act == Send && al.prot.tooLarge(t.Size):
 		act, rtr = Slip, RTTooLarge
 	}
 	return countAlone(s, t, act, ipr, rtr)
@@ -275,11 +265,11 @@ func (r *RRL) requestKind(proven bool) LimitKind {
 // in debt, with the account's limit, IPOk when none is, and
 // IPNotConfigured when no limit applies.
 func (r *RRL) chargeRequest(src netip.Addr, n network, proven bool, now int64, s *stripe) (IPReason, RequestRefusal) {
-	if !proven && r.prot.levels[0].n+r.prot.levels[1].n > 0 {
+	if !proven && r.base.prot.hasPrefixes() {
 		return r.chargeUnproven(src, n, now, s)
 	}
 	kind := r.requestKind(proven)
-	if !r.limits[kind].on() {
+	if !r.base.limits[kind].on() {
 		return IPNotConfigured, RequestRefusal{}
 	}
 	if r.chargeNetwork(n, kind, now, s) {
@@ -291,176 +281,10 @@ func (r *RRL) chargeRequest(src netip.Addr, n network, proven bool, now int64, s
 // requestReason is the IPReason of a response whose request passed
 // DebitRequest: IPOk when a request limit applies to its source.
 func (r *RRL) requestReason(proven bool) IPReason {
-	if r.limits[r.requestKind(proven)].on() {
+	if r.base.limits[r.requestKind(proven)].on() {
 		return IPOk
 	}
 	return IPNotConfigured
-}
-
-// chargeNetwork debits the client network's account of the given kind
-// (LimitRequests, LimitProvenRequests or LimitAll) and reports whether it
-// is in debt. Each is the first limit its Debit applies, so a refusal is
-// its own (decides, see noteLimited).
-func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) bool {
-	return r.chargeKey(&n, n.bits, r.hash.account(n, kind, 0, 0, ""), kind, r.limit(kind), now, s, true)
-}
-
-// chargeKey debits the per-network account (or a request prefix's) whose
-// key is key by l, tells the observer and the record of limited accounts
-// if that began or ended an episode, and reports whether the account is in
-// debt. The account's network is n masked to bits, for the event: a
-// request prefix passes the whole address and the prefix's length, so that
-// the mask is made only for an event. decides says whether the account,
-// in debt, decides the refusal (see noteLimited).
-func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe, decides bool) bool {
-	d := r.debitAccount(key, kind, now, l, s)
-	if d.edge || d.inDebt {
-		r.noteChargeBy(n, bits, key, kind, d, decides, now)
-	}
-	return d.inDebt
-}
-
-// noteCharge is noteChargeBy for a charge that refuses nothing, whatever
-// the debt it leaves (DebitSentBytes's: the response has gone): it starts
-// or ends an episode but counts no refusal.
-func (r *RRL) noteCharge(n *network, bits uint8, key uint64, kind LimitKind, d debited, now int64) {
-	r.noteChargeBy(n, bits, key, kind, d, false, now)
-}
-
-// noteChargeBy tells the record of limited accounts and the observer what
-// a charge of a per-network account (or a request prefix's) did, when it
-// began or ended an episode or found the account in debt; decides says
-// whether the account's debt decided a refusal (see noteLimited).
-func (r *RRL) noteChargeBy(n *network, bits uint8, key uint64, kind LimitKind, d debited, decides bool, now int64) {
-	report := d.edge && r.observer != nil
-	if (r.record == nil || !d.edge && !decides) && !report {
-		return // nothing to record: another limit decided the refusal
-	}
-	m := n.masked(bits)
-	if r.record != nil {
-		r.noteLimited(m, nil, key, kind, d, decides, now)
-	}
-	if report {
-		r.reportEdge(m, nil, key, kind, d.inDebt)
-	}
-}
-
-// chargeTuple debits the response tuple's account and returns what its
-// allowance says to do with the response: Send (RTOk, or RTNotConfigured
-// when the allowance is 0), or in debt what the slip counter says
-// (RTRateLimit). The caller counts the outcome. decides is false when a
-// per-network limit already refused the response, whose refusal the
-// record of limited accounts then counts there, not here.
-func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, s *stripe, decides bool) (Action, RTReason) {
-	kind := LimitKind(t.AllowanceCategory)
-	l := r.limit(kind)
-	if !l.on() {
-		return Send, RTNotConfigured
-	}
-	class, qtype, name := tupleKey(t)
-	key := r.hash.account(n, kind, class, qtype, name)
-	d := r.debitAccount(key, kind, now, l, s)
-	if r.record != nil && (d.edge || d.inDebt && decides) {
-		r.noteLimited(n, t, key, kind, d, decides, now)
-	}
-	if d.edge && r.observer != nil {
-		r.reportEdge(n, t, key, kind, d.inDebt)
-	}
-	if d.inDebt {
-		return d.act, RTRateLimit
-	}
-	return Send, RTOk
-}
-
-// debited is what debitAccount did: whether the account is in debt, what
-// its slip counter says to do with a limited response (tuple accounts
-// only), and whether the account began or ended a limiting episode.
-type debited struct {
-	inDebt bool
-	act    Action
-	edge   bool
-}
-
-// debitAccount debits the account for key, of the given kind, by l at now:
-// it reads the account's balance, works out the new one (settle) and
-// writes it with one compare-and-swap. That is all a Debit does when the
-// table holds the account in its first bucket and no other Debit changes
-// it meanwhile; debitAgain handles the rest.
-func (r *RRL) debitAccount(key uint64, kind LimitKind, now int64, l limit, s *stripe) debited {
-	i, id := r.table.index(key), identOf(key, kind)
-	if ref, held := r.table.findFirst(i, id); held {
-		if old, ok := ref.load(); ok {
-			if v, d := settle(old, now, l); ref.store(old, v) {
-				return d
-			}
-		}
-	}
-	return r.debitAgain(i, id, kind, now, l, s)
-}
-
-// debitAgain is debitAccount for an account that the table does not hold
-// or holds in its second bucket, or that lost its place, or whose balance
-// another Debit changed between
-// its read and its write: it looks for the account in its set, adding it
-// if need be already debited (firstDebit), and otherwise debits it again
-// until its compare-and-swap succeeds. The observer hears at once of an
-// account in a limiting episode whose place a new account took.
-func (r *RRL) debitAgain(i uint64, id uint32, kind LimitKind, now int64, l limit, s *stripe) debited {
-	for {
-		ref, g, added := r.table.findOrAdd(i, id, now, firstDebit(now, l), s)
-		if g != (gone{}) && r.observer != nil {
-			r.reportEvicted(g)
-		}
-		if added {
-			return debited{act: Send}
-		}
-		for {
-			old, ok := ref.load()
-			if !ok {
-				break // a new account took its place: look again
-			}
-			if v, d := settle(old, now, l); ref.store(old, v) {
-				return d
-			}
-		}
-	}
-}
-
-// settle returns the balance old charged by l at now, with the slip
-// counter advanced for an account in debt whose responses may slip and
-// the episode flag set, and what the charge did.
-func settle(old balance, now int64, l limit) (balance, debited) {
-	v, inDebt := old.charge(now, l)
-	act := Send
-	if inDebt {
-		act, v = v.slipOrDrop(l.slip)
-	}
-	limited := old.limitedAfter(now, l, inDebt)
-	return v.withLimited(limited), debited{inDebt, act, old.limited() != limited}
-}
-
-// firstDebit is the balance of a new account after its first debit by l
-// at now: full credit less one interval, which never puts it in debt
-// (credit is at least one interval), so the response is sent, no slip is
-// counted and no episode starts.
-func firstDebit(now int64, l limit) balance {
-	return fullCredit(now, l.credit-l.interval, 0)
-}
-
-// tupleKey returns the parts of a tuple that its account key holds: BIND
-// compares class, type and name for answers; class and name for referrals
-// and NODATA; the name (the zone) for NXDOMAIN; and nothing but the
-// network for errors.
-func tupleKey(t *ResponseTuple) (class, qtype uint16, name string) {
-	switch t.AllowanceCategory {
-	case AllowanceAnswer:
-		return t.Class, t.Type, t.SalientName
-	case AllowanceReferral, AllowanceNoData:
-		return t.Class, 0, t.SalientName
-	case AllowanceNXDomain:
-		return 0, 0, t.SalientName
-	}
-	return 0, 0, ""
 }
 
 // errorTuple stands in for a nil tuple.
@@ -477,34 +301,6 @@ func tupleOrError(t *ResponseTuple) *ResponseTuple {
 func countAlone(s *stripe, t *ResponseTuple, act Action, ipr IPReason, rtr RTReason) (Action, IPReason, RTReason) {
 	s.count(t.AllowanceCategory, act, ipr, rtr)
 	return act, ipr, rtr
-}
-
-// reportEvicted tells the observer that an account in a limiting episode
-// lost its place to a new account.
-func (r *RRL) reportEvicted(g gone) {
-	r.observer(Event{Evicted: true, Limit: g.kind.String(), LimitKind: g.kind, Account: g.account})
-}
-
-// reportEdge tells the observer that the account charged (key, of the
-// given kind) began (started) or ended an episode. t is nil for the
-// per-network accounts.
-func (r *RRL) reportEdge(n network, t *ResponseTuple, key uint64, kind LimitKind, started bool) {
-	e := Event{Started: started, Limit: kind.String(), LimitKind: kind, Account: r.table.accountID(key, kind), Network: n.prefix()}
-	if t != nil {
-		e.Tuple = *t
-	}
-	r.observer(e)
-}
-
-// isExempt reports whether src is in exempt-clients.
-func (r *RRL) isExempt(src netip.Addr) bool {
-	src = src.Unmap().WithZone("")
-	for _, p := range r.cfg.exempt {
-		if p.Contains(src) {
-			return true
-		}
-	}
-	return false
 }
 
 // RefusalNetwork returns the network of the account that refused a request

@@ -91,7 +91,7 @@ func FuzzDebit(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ip []byte, isUDP bool, class, qtype uint16, cat uint8, name string) {
 		tuple := &ResponseTuple{Class: class, Type: qtype, AllowanceCategory: AllowanceCategory(cat), SalientName: name, Size: int(class)}
 		addr, _ := netip.AddrFromSlice(ip)
-		if got, want := plain.networkOfIP(ip), plain.networkOf(addr); got != want {
+		if got, want := plain.nets.networkOfIP(ip), plain.nets.networkOf(addr); got != want {
 			t.Fatalf("IP % x: network %s from its bytes, %s through netip", ip, got.prefix(), want.prefix())
 		}
 		if act, _, rtr := plain.Debit(&net.UDPAddr{IP: ip}, tuple); act >= ActionLast || rtr >= RTLast {

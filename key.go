@@ -32,29 +32,29 @@ type network struct {
 // networkOf masks a to the configured prefix length. IPv4-mapped IPv6
 // addresses count as IPv4 and zones are ignored. The zero Addr (from a nil or
 // unparsable source) becomes 0.0.0.0, whose network all such sources share.
-func (r *RRL) networkOf(a netip.Addr) network {
+func (m *netMasks) networkOf(a netip.Addr) network {
 	switch {
 	case a.Is4():
 		b := a.As4()
-		return r.mask(0, mapped|uint64(binary.BigEndian.Uint32(b[:])))
+		return m.mask(0, mapped|uint64(binary.BigEndian.Uint32(b[:])))
 	case !a.IsValid():
-		return r.mask(0, mapped)
+		return m.mask(0, mapped)
 	}
 	b := a.As16() // IPv4-mapped as IPv4, without the zone: mask tells the families apart
-	return r.mask(binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
+	return m.mask(binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
 }
 
 // networkOfIP is networkOf for the bytes of a net.IP, read without making
 // a netip.Addr, which takes longer. An IP of any length but 4 and 16 is
 // 0.0.0.0, as netip.AddrFromSlice would have it.
-func (r *RRL) networkOfIP(ip net.IP) network {
+func (m *netMasks) networkOfIP(ip net.IP) network {
 	switch len(ip) {
 	case 4:
-		return r.mask(0, mapped|uint64(binary.BigEndian.Uint32(ip)))
+		return m.mask(0, mapped|uint64(binary.BigEndian.Uint32(ip)))
 	case 16:
-		return r.mask(binary.BigEndian.Uint64(ip[:8]), binary.BigEndian.Uint64(ip[8:]))
+		return m.mask(binary.BigEndian.Uint64(ip[:8]), binary.BigEndian.Uint64(ip[8:]))
 	}
-	return r.mask(0, mapped)
+	return m.mask(0, mapped)
 }
 
 // mapped is the second half of an IPv4-mapped IPv6 address with the IPv4
@@ -63,11 +63,11 @@ const mapped = 0xffff << 32
 
 // mask returns the network of the 16-byte address hi, lo (IPv4 addresses
 // IPv4-mapped), masked to the prefix length of its family.
-func (r *RRL) mask(hi, lo uint64) network {
+func (m *netMasks) mask(hi, lo uint64) network {
 	if hi == 0 && lo>>32 == mapped>>32 {
-		return network{lo: lo & r.nets.v4, v4: true, bits: r.nets.v4Bits}
+		return network{lo: lo & m.v4, v4: true, bits: m.v4Bits}
 	}
-	return network{hi: hi & r.nets.v6hi, lo: lo & r.nets.v6lo, bits: r.nets.v6Bits}
+	return network{hi: hi & m.v6hi, lo: lo & m.v6lo, bits: m.v6Bits}
 }
 
 // netMasks are the masks of ipv4-prefix-length and ipv6-prefix-length,
@@ -243,4 +243,17 @@ func parseAddr(src net.Addr) (ip netip.Addr, udp bool) {
 	}
 	network := src.Network()
 	return ip, network == "" || strings.HasPrefix(network, "udp")
+}
+
+// masked returns n masked to bits prefix bits (of its 32 for IPv4); bits
+// no shorter than n's leave it as it is.
+func (n network) masked(bits uint8) network {
+	if bits >= n.bits {
+		return n
+	}
+	b := uint(bits)
+	if n.v4 {
+		return network{lo: n.lo &^ (1<<(32-b) - 1), v4: true, bits: bits}
+	}
+	return network{hi: n.hi &^ (1<<(64-min(b, 64)) - 1), lo: n.lo &^ (1<<(128-max(b, 64)) - 1), bits: bits}
 }

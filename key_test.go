@@ -39,7 +39,7 @@ func TestFoldWord(t *testing.T) {
 
 func TestAccountHash(t *testing.T) {
 	k := newHashKey()
-	n := NewRRL(nil).networkOf(netip.MustParseAddr("192.0.2.1"))
+	n := NewRRL(nil).nets.networkOf(netip.MustParseAddr("192.0.2.1"))
 	hash := func(name string) uint64 { return k.account(n, 0, 1, 1, name) }
 	const alphabet = "aZ.-Q9\\x80\xffMz@[\x00"
 	seen := map[uint64]string{}
@@ -76,7 +76,7 @@ func TestAccountHash(t *testing.T) {
 	// The rest of the identity counts too.
 	base := k.account(n, 0, 1, 1, "x.")
 	k2 := newHashKey()
-	other := NewRRL(nil).networkOf(netip.MustParseAddr("192.0.3.1"))
+	other := NewRRL(nil).nets.networkOf(netip.MustParseAddr("192.0.3.1"))
 	for what, h := range map[string]uint64{
 		"kind": k.account(n, 2, 1, 1, "x."), "class": k.account(n, 0, 3, 1, "x."),
 		"type": k.account(n, 0, 1, 28, "x."), "network": k.account(other, 0, 1, 1, "x."),
@@ -115,19 +115,19 @@ func TestNetworks(t *testing.T) {
 				bits = lengths[0]
 			}
 			want := netip.PrefixFrom(a, bits).Masked()
-			if got := r.networkOf(netip.MustParseAddr(s)).prefix(); got != want {
+			if got := r.nets.networkOf(netip.MustParseAddr(s)).prefix(); got != want {
 				t.Errorf("/%d, /%d: %s is in %s, want %s", lengths[0], lengths[1], s, got, want)
 			}
 			ip := net.IP(a.AsSlice())
 			for _, ip := range []net.IP{ip, ip.To16()} {
-				if got := r.networkOfIP(ip).prefix(); got != want {
+				if got := r.nets.networkOfIP(ip).prefix(); got != want {
 					t.Errorf("/%d, /%d: net.IP %v (%d bytes) is in %s, want %s", lengths[0], lengths[1], ip, len(ip), got, want)
 				}
 			}
 		}
-		zero := r.networkOf(netip.Addr{})
+		zero := r.nets.networkOf(netip.Addr{})
 		for _, ip := range []net.IP{nil, {}, {192, 0, 2}, {192, 0, 2, 1, 0}} {
-			if got := r.networkOfIP(ip); got != zero || !got.v4 {
+			if got := r.nets.networkOfIP(ip); got != zero || !got.v4 {
 				t.Errorf("net.IP of %d bytes is in %s, want %s", len(ip), got.prefix(), zero.prefix())
 			}
 		}

@@ -58,3 +58,13 @@ func (k LimitKind) plainRate() bool {
 
 // The table keeps four bits of an account's kind.
 var _ [16 - LimitKindLast]struct{}
+
+// RequestRefusal names the request limit that refused a request: Limit is
+// LimitRequests, LimitProvenRequests, LimitIPv4RequestPrefixes or
+// LimitIPv6RequestPrefixes, and Prefix, for a request prefix, the pair's
+// place (from 0) in the Config's list of the family (RequestPrefixes),
+// else 0. It is the zero value for a request that was not refused.
+type RequestRefusal struct {
+	Limit  LimitKind
+	Prefix int
+}

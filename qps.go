@@ -21,52 +21,24 @@ type qpsScaler struct {
 	target float64
 	second atomic.Int64
 
-	// The allowances as configured (with slip-ratio, see limit), and as
-	// scaled by the current factor: worked out once a second, not on
-	// every Debit.
-	base   [LimitKindLast]limit
-	prot   protection // as configured (see RRL.initProtection)
-	window int64
-	scaled atomic.Pointer[scaledLimits]
+	// The allowances as configured, and as scaled by the current factor:
+	// worked out once a second, not on every Debit.
+	base   allowances
+	scaled atomic.Pointer[allowances]
 }
 
-// scaledLimits are an RRL's allowances for one second of qps-scale, and
-// the factor (at most 1) they were scaled by.
-type scaledLimits struct {
-	limits [LimitKindLast]limit
-	factor float64
-	prot   protection
-}
-
-func newQPSScaler(target float64, base [LimitKindLast]limit, window int64) *qpsScaler {
-	q := &qpsScaler{target: target, base: base, window: window}
+func newQPSScaler(target float64, base allowances) *qpsScaler {
+	q := &qpsScaler{target: target, base: base}
 	q.second.Store(math.MinInt64)
 	q.setFactor(1)
 	return q
 }
 
-// setFactor makes f the scale factor, and scales the allowances by it: the
-// response allowances, all-per-second, all-bytes-per-second and the
-// request prefixes (not the network's request limits), and
-// slip-ratio when it is above 2, never below 2, as BIND does.
+// setFactor makes f the scale factor, and scales the allowances by it (see
+// allowances.scaled).
 func (q *qpsScaler) setFactor(f float64) {
-	s := &scaledLimits{limits: q.base, factor: f, prot: scaleProtection(q.prot, f)}
-	for k, l := range q.base {
-		if !LimitKind(k).Request() && l.on() {
-			s.limits[k] = limitOf(scale(l.interval, f), q.window)
-			s.limits[k].slip = scaleSlip(l.slip, f)
-		}
-	}
-	q.scaled.Store(s)
-}
-
-// scaleSlip scales a slip ratio by f when it is above 2, never below 2,
-// as BIND does; 0 (no slip) stays 0.
-func scaleSlip(ratio int, f float64) int {
-	if ratio > 2 {
-		return max(2, int(float64(ratio)*f))
-	}
-	return ratio
+	s := q.base.scaled(f)
+	q.scaled.Store(&s)
 }
 
 // observe counts one request and, on the first request of a new second,
@@ -91,14 +63,4 @@ func (q *qpsScaler) observe(all stripes, s *stripe, now int64) {
 		f = q.target / qps
 	}
 	q.setFactor(f)
-}
-
-// scale stretches an interval by factor f, as BIND scales a rate down, but
-// never to less than one response per second (BIND's floor) unless the
-// configured rate was already lower.
-func scale(interval int64, f float64) int64 {
-	if f >= 1 {
-		return interval
-	}
-	return max(interval, int64(min(float64(interval)/f, float64(time.Second))))
 }

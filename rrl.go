@@ -11,18 +11,17 @@ type RRL struct {
 	cfg      Config
 	hash     hashKey
 	nets     netMasks
-	table    *bucketTable
+	accounts accounts
 	stats    stripes
-	injected *injectedClock       // nil: the built-in coarse clock
-	limits   [LimitKindLast]limit // interval 0 is off
-	qps      *qpsScaler           // nil unless qps-scale is set
-	observer func(Event)          // nil unless Config.SetObserver
-	prot     protection           // request prefixes, all-bytes-per-second, nocookie-udp-size
+	injected *injectedClock // nil: the built-in coarse clock
+	base     allowances     // as configured
+	qps      *qpsScaler     // nil unless qps-scale is set
+	observer func(Event)    // nil unless Config.SetObserver
 
 	// checked is set when exempt-clients, requests-per-second,
-	// proven-requests-per-second, all-per-second or qps-scale is: a UDP
-	// response then takes the path with every check rather than going
-	// straight to its tuple's account.
+	// proven-requests-per-second, all-per-second, qps-scale or a
+	// protection of prefixes.go is: a UDP response then takes the path
+	// with every check rather than going straight to its tuple's account.
 	checked bool
 
 	// provenApart is set when proven-requests-per-second is: proven
@@ -30,7 +29,7 @@ type RRL struct {
 	provenApart bool
 
 	// record is the record of accounts being limited that Limited reads,
-	// nil unless Config.SetRecordLimited (see limited.go).
+	// nil unless Config.SetRecordLimited (see record.go).
 	record *limitedRecord
 }
 
@@ -45,7 +44,10 @@ func NewRRL(cfg *Config) *RRL {
 		cfg = NewConfig()
 	}
 	r := &RRL{cfg: cfg.sanitized(), hash: newHashKey(), observer: cfg.observer}
-	r.table, r.stats = newBucketTable(r.cfg.maxTableSize), newStripes()
+	r.accounts, r.stats = newAccounts(r.cfg.maxTableSize), newStripes()
+	if r.observer != nil {
+		r.accounts.evicted = r.reportEvicted
+	}
 	r.nets = netMasksOf(r.cfg.ipv4PrefixLength, r.cfg.ipv6PrefixLength)
 	if cfg.recordLimited {
 		r.record = new(limitedRecord)
@@ -56,25 +58,13 @@ func NewRRL(cfg *Config) *RRL {
 	case cfg.nowFunc != nil:
 		r.injected = &injectedClock{fn: cfg.nowFunc, lastWall: cfg.nowFunc()}
 	}
-	for i := range r.limits {
-		k := LimitKind(i)
-		f := r.cfg.rate(k)
-		if f <= 0 {
-			continue
-		}
-		interval := int64(float64(time.Second) / f)
-		if k.Request() {
-			r.limits[k] = requestLimitOf(interval)
-		} else {
-			r.limits[k] = limitOf(interval, r.cfg.window).withSlip(k, r.cfg.slipRatio)
-		}
-	}
+	r.base = allowancesOf(&r.cfg)
 	if r.cfg.qpsScale > 0 {
-		r.qps = newQPSScaler(r.cfg.qpsScale, r.limits, r.cfg.window)
+		r.qps = newQPSScaler(r.cfg.qpsScale, r.base)
 	}
 	r.provenApart = r.cfg.IsSet(LimitProvenRequests.String())
-	r.checked = r.initProtection() || len(r.cfg.exempt) > 0 || r.limits[LimitRequests].on() || r.limits[LimitProvenRequests].on() ||
-		r.limits[LimitAll].on() || r.qps != nil
+	perNetwork := r.base.limits[LimitRequests].on() || r.base.limits[LimitProvenRequests].on() || r.base.limits[LimitAll].on()
+	r.checked = perNetwork || len(r.cfg.exempt) > 0 || r.qps != nil || r.base.prot.on()
 	return r
 }
 
@@ -95,77 +85,24 @@ func (r *RRL) GetStats(zeroAfter bool) Stats {
 	for i := range r.stats {
 		r.stats[i].addTo(&sum, zeroAfter)
 	}
+	sum.CacheLength = r.accounts.held()
 	// Counted once, as reasons; the fields say the same by name.
 	sum.AllBytesDrops, sum.TooLarge = sum.RTReasons[RTAllBytesLimit], sum.RTReasons[RTTooLarge]
 	sum.RequestPrefixLengths = r.cfg.prefixLengths()
 	return sum
 }
 
-// limit is an allowance in the units of an account's balance, nanoseconds:
-// what one response costs, the most credit an account can hold (one
-// second's worth of responses, but at least one response, so that rates
-// below 1/s work), and how deep it can sink into debt (window seconds, or
-// one response).
-//
-// The request limits sink into no debt (debt 0): a refused request is not
-// charged, so a network that asks faster than its allowance is still
-// served its allowance every second (the generic cell rate algorithm). A
-// response account sinks into debt, as BIND's do, because its limit is
-// the penalty box that keeps a reflection's victim quiet for as long as a
-// flood lasts; the request limits are about the server's load, and a
-// client that asks too fast should get its share, not be locked out.
-//
-// slip is slip-ratio for the allowances whose limited responses may slip
-// (answers, referrals, NODATA and NXDOMAIN), scaled by qps-scale, and 0
-// for the others (errors, which never slip, and the per-network limits):
-// an account of such a limit in debt is dropped.
-type limit struct {
-	interval, credit, debt int64
-	slip                   int
-}
-
-// limitOf is the limit of a response allowance of one response per
-// interval, in an RRL whose window is window.
-func limitOf(interval, window int64) limit {
-	return limit{interval, max(int64(time.Second), interval), max(window, interval), 0}
-}
-
-// withSlip returns l with the slip ratio ratio if k's responses may slip.
-func (l limit) withSlip(k LimitKind, ratio int) limit {
-	if k < LimitErrors {
-		l.slip = ratio
-	}
-	return l
-}
-
-// requestLimitOf is the limit of a request allowance of one request per
-// interval: it sinks into no debt.
-func requestLimitOf(interval int64) limit {
-	return limit{interval, max(int64(time.Second), interval), 0, 0}
-}
-
-func (l limit) on() bool { return l.interval > 0 }
-
-// episodeSlack is how long before now an account's tat lies once it is out
-// of its limiting episode: 0 for an account that goes into debt (out of
-// debt), and for one that never does (a request account, refused rather
-// than charged) a whole interval more than full credit, so that a network
-// asking too fast is one episode (see balance.limitedAfter).
-func (l limit) episodeSlack() int64 {
-	if l.debt != 0 {
-		return 0
-	}
-	return l.credit + l.interval
-}
-
-// limit returns allowance k, scaled by qps-scale when that is set (see
-// qpsScaler.setFactor).
-func (r *RRL) limit(k LimitKind) limit {
+// allowances returns the allowances as qps-scale scales them now, or as
+// configured when it is not set.
+func (r *RRL) allowances() *allowances {
 	if r.qps != nil {
-		return r.qps.scaled.Load().limits[k]
+		return r.qps.scaled.Load()
 	}
-	return r.limits[k]
+	return &r.base
 }
+
+// limit returns allowance k as qps-scale scales it now.
+func (r *RRL) limit(k LimitKind) limit { return r.allowances().limits[k] }
 
 // EndQuietEpisodes ends the limiting episodes of accounts that have been
 // out of debt for at least quiet (a request account, which never goes into
@@ -190,14 +127,21 @@ func (r *RRL) EndQuietEpisodes(quiet time.Duration) int {
 	}
 	now := r.now()
 	var before [LimitKindLast]int64
+	al := r.allowances()
 	for k := range before {
-		before[k] = now - min(int64(max(quiet, 0)), maxClock) - r.limits[k].episodeSlack() // no overflow
+		before[k] = now - min(int64(max(quiet, 0)), maxClock) - al.episodeSlack(LimitKind(k)) // no overflow
 	}
-	ended := r.table.sweep(now, &before)
+	ended := r.accounts.sweep(now, &before)
 	if r.observer != nil {
 		for _, g := range ended {
 			r.observer(Event{Limit: g.kind.String(), LimitKind: g.kind, Account: g.account})
 		}
 	}
 	return len(ended)
+}
+
+// reportEvicted tells the observer that an account in a limiting episode
+// lost its place to a new account.
+func (r *RRL) reportEvicted(g gone) {
+	r.observer(Event{Evicted: true, Limit: g.kind.String(), LimitKind: g.kind, Account: g.account})
 }

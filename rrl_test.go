@@ -523,10 +523,10 @@ func TestQPSScaleRules(t *testing.T) {
 		f    float64
 		want int
 	}{{1, 0.1, 1}, {2, 0.1, 2}, {3, 0.1, 2}, {10, 0.5, 5}, {10, 1, 10}} {
-		var base [LimitKindLast]limit
-		base[LimitResponses] = limitOf(sec/10, 15*sec).withSlip(LimitResponses, c.slip)
-		base[LimitErrors] = limitOf(sec/10, 15*sec).withSlip(LimitErrors, c.slip)
-		q := newQPSScaler(10, base, 15*sec)
+		base := allowances{window: 15 * sec, factor: 1}
+		base.limits[LimitResponses] = limitOf(sec/10, 15*sec).withSlip(LimitResponses, c.slip)
+		base.limits[LimitErrors] = limitOf(sec/10, 15*sec).withSlip(LimitErrors, c.slip)
+		q := newQPSScaler(10, base)
 		q.setFactor(c.f)
 		if got := q.scaled.Load().limits; got[LimitResponses].slip != c.want || got[LimitErrors].slip != 0 {
 			t.Errorf("slip-ratio %d by %v: answers slip every %d, errors %d; want %d and 0 (never)", c.slip, c.f, got[LimitResponses].slip, got[LimitErrors].slip, c.want)

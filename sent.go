@@ -21,14 +21,13 @@ func (r *RRL) DebitSentBytes(src netip.Addr, extra int) {
 	if r == nil || extra <= 0 {
 		return
 	}
-	p := r.scaledProtection()
-	if p.nsPerByte <= 0 || (len(r.cfg.exempt) > 0 && r.isExempt(src)) {
+	al := r.allowances()
+	if al.prot.nsPerByte <= 0 || (len(r.cfg.exempt) > 0 && r.isExempt(src)) {
 		return
 	}
-	n, now := r.networkOf(src), r.now()
-	cost := max(int64(float64(extra)*p.nsPerByte), 1)
+	n, now := r.nets.networkOf(src), r.now()
 	key := r.hash.account(n, LimitAllBytes, 0, 0, "")
-	d := r.debitAccount(key, LimitAllBytes, now, limitOf(cost, r.cfg.window), r.stats.pick())
+	d := r.accounts.debit(key, LimitAllBytes, now, al.extraBytesLimit(extra), r.stats.pick())
 	if d.edge {
 		r.noteCharge(&n, n.bits, key, LimitAllBytes, d, now)
 	}

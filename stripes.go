@@ -28,11 +28,10 @@ type stripe struct {
 	rtReasons [RTLast]atomic.Int64
 
 	evictions atomic.Int64
-	held      atomic.Int64 // accounts added to empty places
 	qps       atomic.Int64 // requests counted for qps-scale
 	prot      protectCounts
 
-	_ [80]byte // a whole number of cache lines, so that stripes share none
+	_ [88]byte // a whole number of cache lines, so that stripes share none
 }
 
 // outcome is what a Debit decides, with its reasons.
@@ -123,7 +122,6 @@ func (s *stripe) addTo(sum *Stats, zero bool) {
 	}
 	sum.Evictions += read(&s.evictions)
 	s.prot.addTo(sum, read)
-	sum.CacheLength += int(s.held.Load())
 }
 
 // stripes is an RRL's statistics.

@@ -4,104 +4,144 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
-// The table of accounts is an array of buckets, each one 64-byte cache
-// line holding five accounts: 12 bytes an account and 4 spare. An
-// account's key (see hashKey.account) picks its first bucket with its high
-// half and tells it apart from the others in a bucket with a 27-bit tag
-// from its low half, beside its 4-bit kind; a hash of that ident picks its
-// second bucket (see alt). A bucket holds an account's two words: its
-// ident (tag, kind) and its balance (see balance). A Debit of an account
-// held in its first bucket reads and writes that bucket alone: it finds
-// the account by its ident and debits it with one compare-and-swap of the
-// balance, without a lock. One held in its second bucket costs a read of
-// both, as does a new one while its first bucket has accounts in their
-// second, or the table empty places.
+// The table is a concurrent map from an entry's ident to a 64-bit word,
+// and nothing else: it does not know what the word means. Its caller
+// (accounts.go) keeps an account's balance in the word and its kind in
+// the ident's label, and supplies the rank by which a full table chooses
+// the entry to recycle.
 //
-// A new account takes an empty place in its first bucket, else in its
-// second. While the table has places never filled, a new account whose
-// two buckets are full makes room by moving an account of theirs to its
-// other bucket, up to three moves in a chain (see relocate), as a cuckoo
-// hash table does: so the table fills to about 99% before it recycles an
-// account, where with one bucket per account a bucket recycled while the
-// table had room, and max-table-size accounts left 82% held. In a full
-// table a new account takes an empty place of its two buckets if the
-// table has one, else the place of the account of lowest rank of its
-// first bucket (see rank): an account in credit goes before one in debt,
-// the one with the most credit first, and among accounts in debt the one
-// least in debt goes first. So the account of a network under a flood,
-// deep in debt, survives a spray of spoofed sources, even of sources that
-// drive their own accounts into debt, unless every account of its bucket
-// is deeper in debt still. Since accounts are recycled in their first
-// bucket alone, those that went to their second bucket while the table
-// filled leave it as the table turns over: a bucket counts the accounts
-// whose first bucket it is that are in their second (see bucket.state),
-// and a search reads the second bucket only while that count is not 0,
-// or to find an empty place while the table has one. So a new account in
-// a full table, like a held one, costs one line once the table has turned
-// over. Where BIND recycles the least recently used of all accounts, this
-// table recycles among five; it never refuses a new account and never
-// scans.
+// It is an array of buckets, each one 64-byte cache line holding five
+// entries: 12 bytes an entry and 4 for the bucket's state. An entry's key
+// picks its first bucket with its high half and tells it apart from the
+// others in a bucket with a 27-bit tag from its low half, beside its
+// 4-bit label; a hash of that ident picks its second bucket (see alt). An
+// update of an entry held in its first bucket reads and writes that
+// bucket alone: findFirst finds the entry by its ident and entry.cas
+// changes its word with one compare-and-swap, without a lock. One held in
+// its second bucket costs a read of both, as does a new one while its
+// first bucket has entries in their second, or the table empty places.
 //
-// A table of at most one page (320 accounts) is one set: an account may
-// take any place in it, searched in order, and the account of lowest rank
-// in the whole table is recycled. A small table then behaves the same in
-// every RRL, whatever the secrets of its hash, so that a replay of
-// captured traffic decides as the server did; its Debits search up to 64
-// buckets, which fit in the processor's first-level cache.
+// A new entry takes an empty place in its first bucket, else in its
+// second. While the table has places never filled, a new entry whose two
+// buckets are full makes room by moving an entry of theirs to its other
+// bucket, up to three moves in a chain (see relocate), as a cuckoo hash
+// table does: so the table fills to about 99% before it recycles an entry,
+// where with one bucket per entry a bucket recycled while the table had
+// room, and max-table-size entries left 82% held. In a full table a new
+// entry takes an empty place of its two buckets if the table has one, else
+// the place of the entry of lowest rank of its first bucket. Since entries
+// are recycled in their first bucket alone, those that went to their
+// second bucket while the table filled leave it as the table turns over:
+// a bucket counts the entries whose first bucket it is that are in their
+// second (see bucket.state), and a search reads the second bucket only
+// while that count is not 0, or to find an empty place while the table
+// has one. So a new entry in a full table, like a held one, costs one line
+// once the table has turned over. The table never refuses a new entry and
+// never scans.
 //
-// The array is allocated in pages of 64 buckets (4 KB, 320 accounts), each
-// on first use, so that a table holding few accounts costs little: an empty
-// table is an array of page pointers, 8 bytes for every 320 accounts of
-// max-table-size (2.5 KB for the default size), and each account added
-// costs at most a page until the table is a page for every 320 accounts.
+// A table of at most one page (320 entries) is one set: an entry may take
+// any place in it, searched in order, and the entry of lowest rank in the
+// whole table is recycled. A small table then behaves the same in every
+// RRL, whatever the secrets of the hash that made its keys, so that a
+// replay of captured traffic decides as the server did; its searches read
+// up to 64 buckets, which fit in the processor's first-level cache.
+//
+// The array is allocated in pages of 64 buckets (4 KB, 320 entries), each
+// on first use, so that a table holding few entries costs little: an
+// empty table is an array of page pointers, 8 bytes for every 320 entries
+// of its size, and each entry added costs at most a page until the table
+// is a page for every 320 entries.
+//
+// # Moves, and the rules that make them safe
+//
+// An entry moved to its other bucket (to make room, see moveAside) goes
+// through three steps: claim marks its ident moving in and puts its word
+// in a new generation; put writes the word and the ident in the new place
+// and counts the move; the caller of relocate then takes the old place
+// for the new entry. A search that reads the entry's two buckets one after
+// the other could see it in neither, so these rules hold, each with a
+// test that replays its interleaving (table_test.go):
+//
+//  1. A search counts the moves into a bucket before it reads the
+//     bucket's idents, and reads the count again after: a changed count
+//     means that an entry may have come in behind it, and it looks again
+//     (victim, lookup; the hook stepFirstRead).
+//  2. put raises the spill count of an entry's first bucket before the
+//     entry can be seen in its second (the hook stepVisible), so that a
+//     search that misses it in its first bucket knows to read its second.
+//  3. A move into an entry's first bucket lowers the spill count and
+//     counts the move in one step (bucket.dropSpill with in true), so that
+//     a search that reads the count lowered also reads the move counted.
+//  4. Every entry that takes a place, added or moved in, takes a new
+//     generation of the place's word (the word's top generationBits), and
+//     so does an entry claimed for a move, so that an update that read the
+//     word before fails its compare-and-swap.
+//  5. An update that lands its compare-and-swap anyway checks the ident
+//     after the swap (entry.cas): a place whose generation went round
+//     (eight entries through one place while the update stood between its
+//     read and its write) holds another entry, and the update is taken
+//     back. So a word written for one entry is never left on another.
+//
+// A search that finds the entry it seeks moving in (added or moved by
+// another goroutine that has not finished) waits for it, yielding the
+// processor, up to maxWaits times (see findOrAdd and lookup).
 
-// slotsPerBucket is the number of accounts in a bucket.
+// slotsPerBucket is the number of entries in a bucket.
 const slotsPerBucket = 5
 
-// bucket is one cache line of accounts. An account's ident says which
-// account a place holds: 0 for none; its tag, its kind and a set low bit;
-// the same with the low bit clear while it moves in. Its balance is valid
-// while its ident is.
+// The word's top generationBits bits are the table's: the generation of
+// the place, advanced whenever a new entry, or a moving one, takes it (rule
+// 4). The caller keeps them as it found them: its arithmetic works on the
+// word's other bits alone.
+const (
+	generationBits  = 3
+	generationShift = 64 - generationBits
+	generationOne   = uint64(1) << generationShift
+	callerMask      = generationOne - 1
+)
+
+// bucket is one cache line of entries. An entry's ident says which entry a
+// place holds: 0 for none; its tag, its label and a set low bit; the same
+// with the low bit clear while it moves in. Its word is valid while its
+// ident is.
 type bucket struct {
-	balance [slotsPerBucket]atomic.Uint64
-	ident   [slotsPerBucket]atomic.Uint32
+	word  [slotsPerBucket]atomic.Uint64
+	ident [slotsPerBucket]atomic.Uint32
 	// state is the bucket's spare word (see the state bits below): which
-	// of its places hold an account in its second bucket, how many
-	// accounts whose first bucket this is are in their second (so that a
-	// search that does not find an account here reads its second bucket
-	// only while that count is not 0), and how many accounts have moved
-	// in (see put), so that victim can tell when its look at an
-	// account's two buckets, one after the other, may have missed the
-	// account as it moved between them.
+	// of its places hold an entry in its second bucket, how many entries
+	// whose first bucket this is are in their second (so that a search
+	// that does not find an entry here reads its second bucket only while
+	// that count is not 0), and how many entries have moved in, so that a
+	// search can tell when its look at an entry's two buckets, one after
+	// the other, may have missed the entry as it moved between them.
 	state atomic.Uint32
 }
 
 // The bits of a bucket's state word: bit j (0 to 4) is set while place j
-// holds an account in its second bucket (see inSecond); then come the
-// spill count and the move count.
+// holds an entry in its second bucket (see inSecond); then come the spill
+// count and the move count.
 const (
-	// The spill count: the accounts whose first bucket this is held in
+	// The spill count: the entries whose first bucket this is held in
 	// their second, or on their way there. It saturates at its largest
 	// value, which then stays: 2,047, where a bucket is the first of five
-	// accounts on average, and the keyed hash leaves nobody to aim more
-	// at one.
+	// entries on average, and a keyed hash leaves nobody to aim more at
+	// one.
 	spillShift = slotsPerBucket
 	spillOne   = 1 << spillShift
 	spillMax   = 1<<(moveShift-spillShift) - 1 // the bits up to the move count
 	spillMask  = spillMax << spillShift
-	// The move count, modulo 2^16: the accounts moved into this bucket.
+	// The move count, modulo 2^16: the entries moved into this bucket.
 	moveShift = 16
 	moveOne   = 1 << moveShift
 )
 
-// hasSpilled reports whether an account whose first bucket is b may be in
+// hasSpilled reports whether an entry whose first bucket is b may be in
 // its second.
 func (b *bucket) hasSpilled() bool { return b.state.Load()&spillMask != 0 }
 
-// addSpill counts an account whose first bucket is b going to its second.
+// addSpill counts an entry whose first bucket is b going to its second.
 func (b *bucket) addSpill() {
 	for {
 		w := b.state.Load()
@@ -111,9 +151,9 @@ func (b *bucket) addSpill() {
 	}
 }
 
-// dropSpill counts an account whose first bucket is b leaving its second:
-// recycled, or moved to b. With in true, the account moved into b, which
-// the move count records too (see put).
+// dropSpill counts an entry whose first bucket is b leaving its second:
+// recycled, or moved to b. With in true, the entry moved into b, which the
+// move count records in the same step (rule 3).
 func (b *bucket) dropSpill(in bool) {
 	for {
 		w, v := b.state.Load(), uint32(0)
@@ -129,13 +169,12 @@ func (b *bucket) dropSpill(in bool) {
 	}
 }
 
-// inSecond reports whether place j holds an account in its second bucket.
-// Only the Debit holding the place (its ident moving in) may ask, or
+// inSecond reports whether place j holds an entry in its second bucket.
+// Only the goroutine holding the place (its ident moving in) may ask, or
 // change it with setInSecond.
 func (b *bucket) inSecond(j int) bool { return b.state.Load()&(1<<j) != 0 }
 
-// setInSecond records whether place j holds an account in its second
-// bucket.
+// setInSecond records whether place j holds an entry in its second bucket.
 func (b *bucket) setInSecond(j int, on bool) {
 	switch {
 	case on == b.inSecond(j):
@@ -149,34 +188,68 @@ func (b *bucket) setInSecond(j int, on bool) {
 // moves returns the bucket's move count.
 func (b *bucket) moves() uint32 { return b.state.Load() >> moveShift }
 
-// identOf returns the ident of the account whose key is key. Tag 0 is
-// read as tag 1, so that no ident moving in is 0.
-func identOf(key uint64, kind LimitKind) uint32 {
-	return max(uint32(key)&^0x1f, 0x20) | uint32(kind)<<1 | 1
+// identOf returns the ident of the entry whose key is key, with the 4-bit
+// label label. Tag 0 is read as tag 1, so that no ident moving in is 0.
+func identOf(key uint64, label uint8) uint32 {
+	return max(uint32(key)&^0x1f, 0x20) | uint32(label&0xf)<<1 | 1
 }
 
-// kindOf returns the kind of the account whose ident is id.
-func kindOf(id uint32) LimitKind { return LimitKind(id >> 1 & 0xf) }
+// labelOf returns the label of the entry whose ident is id.
+func labelOf(id uint32) uint8 { return uint8(id >> 1 & 0xf) }
 
-// bucketTable is the table of accounts.
-type bucketTable struct {
+// rankFunc orders the entries of a full set for recycling, by their label
+// and word at now: the one of lowest rank goes first.
+type rankFunc func(label uint8, word uint64, now int64) int64
+
+// table is the map of entries.
+type table struct {
 	buckets     uint64 // number of buckets
-	base, extra uint64 // bucket i holds base accounts, one more if i < extra
-	sets        uint64 // number of sets: buckets, or 1 in a small table
-	setBuckets  uint64 // buckets in a set: 1, or all of a small table
+	base, extra uint64 // bucket i holds base entries, one more if i < extra
+	small       bool   // one set of every bucket: at most a page
 	pages       []atomic.Pointer[page]
+	rank        rankFunc
 
 	// free counts the places never filled: while it is above keep, a new
-	// account whose two buckets are full moves an account aside rather
-	// than recycle one (see relocate). The last keep places, 1 in 128,
-	// are left to new accounts that find them in their own buckets: the
-	// fewer places are left, the further relocate must search for one,
-	// and under a spray it would search on every Debit.
+	// entry whose two buckets are full moves an entry aside rather than
+	// recycle one (see relocate). The last keep places, 1 in 128, are
+	// left to new entries that find them in their own buckets: the fewer
+	// places are left, the further relocate must search for one, and
+	// under a spray it would search on every add. The places filled, the
+	// size less free, are the entries held.
 	free atomic.Int64
 	keep int64
+	size int64
+
+	hooks tableHooks
 
 	sweepMu sync.Mutex
 	sweepAt uint64 // the bucket where the next sweep starts
+}
+
+// tableHooks let a test act between the steps of the table's protocol. A
+// table made by newTable has a step hook of nil, maxWaits 100 and a wait
+// that yields the processor.
+type tableHooks struct {
+	step     func(tableStep) // called at each step named below, when not nil
+	wait     func()          // called while a search waits for an entry moving in
+	maxWaits int             // the most waits of one search (see findOrAdd)
+}
+
+// tableStep names a point in the table's protocol where a hook runs.
+type tableStep uint8
+
+const (
+	stepFirstRead      tableStep = iota // a search has read an entry's first bucket (rule 1)
+	stepBetweenBuckets                  // a search is about to read an entry's second bucket
+	stepClaimed                         // moveAside has claimed the entry it moves (rule 4)
+	stepVisible                         // put has made the moved entry visible in its new place (rules 2, 3)
+)
+
+// step runs the step hook, if any.
+func (t *table) step(s tableStep) {
+	if t.hooks.step != nil {
+		t.hooks.step(s)
+	}
 }
 
 // page is the unit in which a table is allocated: 64 buckets, 4 KB.
@@ -184,14 +257,14 @@ type page [pageBuckets]bucket
 
 const pageBuckets = 64
 
-func newBucketTable(size int) *bucketTable {
+// newTable returns a table of size places, whose full sets recycle by
+// rank.
+func newTable(size int, rank rankFunc) *table {
 	nb := (uint64(size) + slotsPerBucket - 1) / slotsPerBucket
-	t := &bucketTable{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, sets: nb, setBuckets: 1}
-	if nb <= smallBuckets {
-		t.sets, t.setBuckets = 1, nb
-	}
-	t.free.Store(int64(size))
-	t.keep = int64(size) / 128
+	t := &table{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, small: nb <= smallBuckets, rank: rank}
+	t.size, t.keep = int64(size), int64(size)/128
+	t.free.Store(t.size)
+	t.hooks = tableHooks{wait: runtime.Gosched, maxWaits: 100}
 	t.pages = make([]atomic.Pointer[page], (nb+pageBuckets-1)/pageBuckets)
 	for i := range t.pages {
 		t.pages[i].Store(&noPage)
@@ -200,22 +273,30 @@ func newBucketTable(size int) *bucketTable {
 }
 
 // smallBuckets is the size, in buckets, of the largest table that is one
-// set: a page, 320 accounts.
+// set: a page, 320 entries.
 const smallBuckets = pageBuckets
 
-// index returns the number of the set of the account whose key is key: the
-// key's high half scaled to the number of sets. In a table larger than a
-// page, set i is bucket i, the account's first bucket.
-func (t *bucketTable) index(key uint64) uint64 { return (key >> 32) * t.sets >> 32 }
+// held returns the number of entries the table holds: its places filled.
+func (t *table) held() int64 { return t.size - t.free.Load() }
 
-// alt returns the other bucket of the account with ident id in bucket i
-// of a table larger than a page: its second bucket if i is its first, its
-// first if i is its second. The two add up to a number that the ident
-// picks, modulo the buckets, so that either gives the other without the
-// key: a hash of the ident, which comes from the key's low half, while its
-// first bucket comes from the high half, so the two are independent. An
-// account whose two buckets are one has one bucket.
-func (t *bucketTable) alt(i uint64, id uint32) uint64 {
+// index returns the number of the set of the entry whose key is key: the
+// key's high half scaled to the number of sets. In a table larger than a
+// page, set i is bucket i, the entry's first bucket.
+func (t *table) index(key uint64) uint64 {
+	if t.small {
+		return 0
+	}
+	return (key >> 32) * t.buckets >> 32
+}
+
+// alt returns the other bucket of the entry with ident id in bucket i of a
+// table larger than a page: its second bucket if i is its first, its first
+// if i is its second. The two add up to a number that the ident picks,
+// modulo the buckets, so that either gives the other without the key: a
+// hash of the ident, which comes from the key's low half, while its first
+// bucket comes from the high half, so the two are independent. An entry
+// whose two buckets are one has one bucket.
+func (t *table) alt(i uint64, id uint32) uint64 {
 	h := uint64(uint32(id|1) * 0x9e3779b9) // the same whether moving in or not
 	sum := h*t.buckets>>32 + t.buckets - i
 	if sum >= t.buckets {
@@ -225,10 +306,14 @@ func (t *bucketTable) alt(i uint64, id uint32) uint64 {
 }
 
 // bucket returns bucket i, allocating its page if it has none yet.
-func (t *bucketTable) bucket(i uint64) *bucket { return &t.page(i)[i%pageBuckets] }
+func (t *table) bucket(i uint64) *bucket { return &t.page(i)[i%pageBuckets] }
+
+// peek returns bucket i without allocating: a bucket of noPage, which
+// holds nothing, if its page has none yet.
+func (t *table) peek(i uint64) *bucket { return &t.pages[i/pageBuckets].Load()[i%pageBuckets] }
 
 // page returns the page of bucket i, allocating it if it has none yet.
-func (t *bucketTable) page(i uint64) *page {
+func (t *table) page(i uint64) *page {
 	at := &t.pages[i/pageBuckets]
 	if p := at.Load(); p != &noPage {
 		return p
@@ -236,172 +321,202 @@ func (t *bucketTable) page(i uint64) *page {
 	return newPage(at)
 }
 
-// newPage allocates a page at at, unless another Debit did first, and
+// newPage allocates a page at at, unless another goroutine did first, and
 // returns it.
 func newPage(at *atomic.Pointer[page]) *page {
 	p := new(page)
 	if !at.CompareAndSwap(&noPage, p) {
-		p = at.Load() // another Debit allocated it first
+		p = at.Load() // another goroutine allocated it first
 	}
 	return p
 }
 
 // noPage stands for every page not yet allocated, so that a search need
 // not tell it apart: it is never written, and its idents, all 0, match no
-// account.
+// entry.
 var noPage page
 
-// capacity returns how many accounts bucket i holds: five, except in a
+// capacity returns how many entries bucket i holds: five, except in a
 // table whose size is not a multiple of five.
-func (t *bucketTable) capacity(i uint64) int {
+func (t *table) capacity(i uint64) int {
 	if i < t.extra {
 		return int(t.base) + 1
 	}
 	return int(t.base)
 }
 
-// accountRef refers to an account in its bucket: its place and its ident,
-// by which load checks that the place still holds it.
-type accountRef struct {
+// entry refers to an entry in its place: its bucket, its place there, and
+// its ident, by which load and cas check that the place still holds it.
+type entry struct {
 	b  *bucket
-	i  int
+	j  int
 	id uint32
 }
 
-// load returns the account's balance, and false if the account has lost
-// its place since the reference was made.
-func (a accountRef) load() (balance, bool) {
-	v := balance(a.b.balance[a.i].Load())
-	// A new account moving in changes the ident before the balance:
-	// reading the ident after the balance proves that the balance is
-	// this account's.
-	return v, a.b.ident[a.i].Load() == a.id
+// load returns the entry's word, and false if the entry has lost its place
+// since the reference was made.
+func (e entry) load() (uint64, bool) {
+	v := e.b.word[e.j].Load()
+	// A new entry moving in changes the ident before the word: reading the
+	// ident after the word proves that the word is this entry's.
+	return v, e.b.ident[e.j].Load() == e.id
 }
 
-// store replaces the balance old, as load returned it, by new, and
-// reports whether it did: false if another Debit changed it, or a new
-// account moved in, since.
-func (a accountRef) store(old, new balance) bool {
-	return a.b.balance[a.i].CompareAndSwap(uint64(old), uint64(new))
+// cas replaces the word old, as load returned it, by new, whose generation
+// bits are old's, and reports whether it did: false if another goroutine
+// changed it, or another entry took the place, since. A swap that lands
+// although the place now holds another entry (rule 5) is taken back, and
+// reported as failed. The entry itself moving out (its ident moving in)
+// is still the entry: its move carries the word it finds.
+func (e entry) cas(old, new uint64) bool {
+	return e.b.word[e.j].CompareAndSwap(old, new) && (e.b.ident[e.j].Load()|1 == e.id || e.takeBack(old, new))
 }
 
-// gone describes an account whose limiting episode ended without a Debit
-// of its own (its place taken, or found quiet), for Event; the zero gone
-// is none.
-type gone struct {
-	account uint64 // Event.Account
-	kind    LimitKind
+// takeBack undoes a swap of old for new that landed on another entry than
+// e (rule 5), and returns false. The undo fails only if that entry's own
+// update came between the two swaps, in the nanoseconds apart; the other
+// entry then keeps this update with its own.
+func (e entry) takeBack(old, new uint64) bool {
+	e.b.word[e.j].CompareAndSwap(new, old)
+	return false
 }
 
-// accountIDAt is Event.Account for the account with ident id in bucket k:
-// its ident and the lower of its two buckets (0 in a small table), unique
-// among the accounts held at one time and the same in either bucket.
-func (t *bucketTable) accountIDAt(k uint64, id uint32) uint64 {
-	if t.setBuckets != 1 {
-		return uint64(id)
-	}
-	return min(k, t.alt(k, id))<<32 | uint64(id)
-}
-
-// accountID is Event.Account for the account whose key is key.
-func (t *bucketTable) accountID(key uint64, kind LimitKind) uint64 {
-	return t.accountIDAt(t.index(key), identOf(key, kind))
-}
-
-// maxWaits bounds how often findOrAdd looks again at a set where the
-// account it seeks is moving in, yielding the processor in between, before
-// it adds the account itself. The wait is for two stores of another Debit:
-// of one adding the account, or of one moving it to its other bucket to
-// make room (see moveAside: from claim to put); it ends early only if that
-// Debit's goroutine is held up between them. Then the account is added
-// twice: the copy in the later place lies unused until recycled, and the
-// debits made to it are lost; and as the wait found the account moving,
-// no account is moved aside for the copy, which may take the place of
-// another account though the table has room. The same can happen,
-// without a wait, when two Debits add the same account at once: each
-// scans the set before the other's compare-and-swap of the ident, and
-// they choose different places (in a full set whose balances changed
-// between the two scans). Two that choose the same place cannot both
-// take it: the loser sees the account moving in when it looks again.
-// Tests that count every debit raise it, so that no wait runs out.
-var maxWaits = 100
-
-// find returns the account with ident id in set i if the table holds it
-// and the set is one bucket (in a small table it returns false, leaving
-// the search to findOrAdd). It looks in the account's first bucket, i,
-// then in its second.
-func (t *bucketTable) find(i uint64, id uint32) (accountRef, bool) {
-	if ref, ok := t.findFirst(i, id); ok {
-		return ref, true
-	}
-	if t.setBuckets != 1 {
-		return accountRef{}, false
-	}
-	return t.findSecond(i, id)
-}
-
-// findFirst is find in the account's first bucket alone. It is small
-// enough to be inlined into every Debit, which looks no further: an
-// account held in its first bucket, as nine in ten are in a full table,
-// costs one cache line; findOrAdd finds the others.
-func (t *bucketTable) findFirst(i uint64, id uint32) (accountRef, bool) {
-	if t.setBuckets != 1 {
-		return accountRef{}, false
+// findFirst returns the entry with ident id if its first bucket, set i,
+// holds it, in a table larger than a page. It is small enough to be
+// inlined into every update, which looks no further: an entry held in its
+// first bucket, as nine in ten are in a full table, costs one cache line;
+// findOrAdd finds the others.
+func (t *table) findFirst(i uint64, id uint32) (entry, bool) {
+	if t.small {
+		return entry{}, false
 	}
 	b := &t.pages[i/pageBuckets].Load()[i%pageBuckets]
 	for j := range slotsPerBucket { // places past the capacity stay empty
 		if b.ident[j].Load() == id {
-			return accountRef{b, j, id}, true
+			return entry{b, j, id}, true
 		}
 	}
-	return accountRef{}, false
+	return entry{}, false
 }
 
-// findSecond is find's look in the second bucket of the account with
-// ident id whose first is i.
-func (t *bucketTable) findSecond(i uint64, id uint32) (accountRef, bool) {
-	if !t.pages[i/pageBuckets].Load()[i%pageBuckets].hasSpilled() {
-		return accountRef{}, false
-	}
-	k := t.alt(i, id)
-	b := &t.pages[k/pageBuckets].Load()[k%pageBuckets]
-	for j := range slotsPerBucket {
-		if b.ident[j].Load() == id {
-			return accountRef{b, j, id}, true
+// lookup returns the entry with ident id in set i, and true, if the table
+// holds it, without adding it or allocating a page. Unlike findFirst it is
+// safe while entries move: it reads the entry's second bucket when its
+// first has spilled, looks again when a move came in behind it (rule 1),
+// and waits for the entry while it is moving in. Its second result says
+// whether the answer is sure: false only when the entry was still moving
+// in after maxWaits waits.
+func (t *table) lookup(i uint64, id uint32) (e entry, found, sure bool) {
+	for waits := 0; ; {
+		e, found, moving, settled := t.look(i, id)
+		switch {
+		case found:
+			return e, true, true
+		case settled && !moving:
+			return entry{}, false, true
+		case moving:
+			if waits++; waits > t.hooks.maxWaits {
+				return entry{}, false, false
+			}
+			t.hooks.wait()
 		}
 	}
-	return accountRef{}, false
 }
 
-// findOrAdd returns the account with ident id in set i and false if the
-// table holds it; else it adds the account with the balance first (its
-// generation aside), the place it took chosen by victim, and returns it,
-// true, and the account whose place it took, if that one was being
-// limited. A Debit passes as first a new account's balance with its first
-// response already charged, so that adding and charging are one step.
-func (t *bucketTable) findOrAdd(i uint64, id uint32, now int64, first balance, s *stripe) (accountRef, gone, bool) {
+// look is one attempt of lookup: the entry if found, whether it was seen
+// moving in, and whether the search was settled (no move came in behind
+// it).
+func (t *table) look(i uint64, id uint32) (e entry, found, moving, settled bool) {
+	if t.small {
+		e, found, moving = t.lookSmall(id)
+		return e, found, moving, true
+	}
+	first := t.peek(i)
+	moves := first.moves() // before the idents (rule 1)
+	own, _, moving := lookIn(first, i, t.capacity(i), id)
+	if own.b != nil {
+		return entry{own.b, own.j, id}, true, false, true
+	}
+	t.step(stepFirstRead)
+	if first.hasSpilled() {
+		if k2 := t.alt(i, id); k2 != i {
+			t.step(stepBetweenBuckets)
+			second := t.peek(k2)
+			moves2 := second.moves()
+			own, _, m := lookIn(second, k2, t.capacity(k2), id)
+			if own.b != nil {
+				return entry{own.b, own.j, id}, true, false, true
+			}
+			if second.moves() != moves2 {
+				return entry{}, false, moving || m, false
+			}
+			moving = moving || m
+		}
+	}
+	return entry{}, false, moving, first.moves() == moves
+}
+
+// lookSmall is look in a small table, whose one set is searched whole.
+func (t *table) lookSmall(id uint32) (e entry, found, moving bool) {
+	pg := t.pages[0].Load() // noPage holds nothing
+	for k := range t.buckets {
+		own, _, m := lookIn(&pg[k], k, t.capacity(k), id)
+		if own.b != nil {
+			return entry{own.b, own.j, id}, true, false
+		}
+		moving = moving || m
+	}
+	return entry{}, false, moving
+}
+
+// recycled is an entry whose place an added one took: its id for events
+// (see entryID), its label and its last word. The zero value is none.
+type recycled struct {
+	id    uint64
+	label uint8
+	word  uint64
+	ok    bool
+}
+
+// findOrAdd returns the entry with ident id in set i and false if the
+// table holds it; else it adds the entry with the word first (its
+// generation bits aside), in the place victim chooses, and returns it,
+// true, and the entry whose place it took, if any. An update passes as
+// first the word the new entry has once updated, so that adding and
+// updating are one step.
+//
+// Where victim finds the entry moving in, findOrAdd waits, up to maxWaits
+// times, for another goroutine adding it or moving it (see moveAside: from
+// claim to put); it stops waiting only if that goroutine is held up
+// between the two. Then the entry is added twice: the copy in the later
+// place lies unused until recycled, and the updates made to it are lost;
+// and as the wait found the entry moving, no entry is moved aside for the
+// copy, which may take the place of another though the table has room.
+// The same can happen, without a wait, when two goroutines add the same
+// entry at once: each scans the set before the other's compare-and-swap
+// of the ident, and they choose different places (in a full set whose
+// words changed between the two scans). Two that choose the same place
+// cannot both take it: the loser sees the entry moving in when it looks
+// again.
+func (t *table) findOrAdd(i uint64, id uint32, now int64, first uint64) (entry, bool, recycled) {
 	for waits := 0; ; waits++ {
 		p, moving := t.victim(i, id, now)
 		switch {
 		case p.old == id:
-			return accountRef{p.b, p.j, id}, gone{}, false
-		case moving && waits < maxWaits, p.b == nil:
-			yieldProcessor() // let the accounts moving in settle
+			return entry{p.b, p.j, id}, false, recycled{}
+		case moving && waits < t.hooks.maxWaits, p.b == nil:
+			t.hooks.wait() // let the entries moving in settle
 			continue
 		}
-		if ref, g, ok := t.add(i, p, id, first, s); ok {
-			return ref, g, true
+		if e, r, ok := t.add(i, p, id, first); ok {
+			return e, true, r
 		}
 	}
 }
 
-// yieldProcessor lets other goroutines run while findOrAdd waits; tests
-// replace it to act during the wait.
-var yieldProcessor = runtime.Gosched
-
-// place is a place in a set, its bucket's number k, and the ident it
-// held when victim chose it: 0 if empty, a moving-in ident if relocate
-// emptied it for the caller.
+// place is a place in a set, its bucket's number k, and the ident it held
+// when victim chose it: 0 if empty, a moving-in ident if relocate emptied
+// it for the caller.
 type place struct {
 	b   *bucket
 	k   uint64
@@ -409,129 +524,123 @@ type place struct {
 	old uint32
 }
 
-// add moves the account with ident id into place p of set i with the
-// balance first, in a generation of its own. It fails if another Debit
-// changed the place since victim chose it.
-func (t *bucketTable) add(i uint64, p place, id uint32, first balance, s *stripe) (accountRef, gone, bool) {
+// add moves the entry with ident id into place p of set i with the word
+// first, in a generation of its own (rule 4). It fails if another
+// goroutine changed the place since victim chose it.
+func (t *table) add(i uint64, p place, id uint32, first uint64) (entry, recycled, bool) {
 	b, j := p.b, p.j
-	var from *bucket // the account's first bucket, if p is in its second
-	if t.setBuckets == 1 && p.k != i {
+	var from *bucket // the entry's first bucket, if p is in its second
+	if !t.small && p.k != i {
 		from = t.bucket(i)
-		from.addSpill() // before the account can be seen in its second bucket
+		from.addSpill() // before the entry can be seen in its second bucket (rule 2)
 	}
 	if !b.ident[j].CompareAndSwap(p.old, id&^1) {
 		if from != nil {
 			from.dropSpill(false)
 		}
-		return accountRef{}, gone{}, false
+		return entry{}, recycled{}, false
 	}
-	if p.old&1 == 1 && b.inSecond(j) { // the account recycled was in its second bucket
+	if p.old&1 == 1 && b.inSecond(j) { // the entry recycled was in its second bucket
 		t.bucket(t.alt(p.k, p.old)).dropSpill(false)
 	}
 	b.setInSecond(j, from != nil)
-	// A Debit of the old account that read its ident before it changed may
-	// still change its balance: swap in the new one with a new
-	// generation, so that such a Debit fails rather than debit the new
-	// account (unless eight new accounts moved in while it stood between
-	// its read and its write), and so that the old account's last state
-	// is known.
-	var was balance
-	for {
-		was = balance(b.balance[j].Load())
-		if b.balance[j].CompareAndSwap(uint64(was), uint64(first.withGeneration(was.generation()+1))) {
-			break
-		}
-	}
+	was := renew(&b.word[j], first)
 	b.ident[j].Store(id)
 	switch {
 	case p.old == 0:
 		t.free.Add(-1)
-		fallthrough
+		return entry{b, j, id}, recycled{}, true
 	case p.old&1 == 0: // emptied by relocate, which took an empty place
-		s.held.Add(1)
-		return accountRef{b, j, id}, gone{}, true
+		return entry{b, j, id}, recycled{}, true
 	}
-	s.evictions.Add(1)
-	if !was.limited() {
-		return accountRef{b, j, id}, gone{}, true
-	}
-	return accountRef{b, j, id}, gone{t.accountIDAt(p.k, p.old), kindOf(p.old)}, true
+	return entry{b, j, id}, recycled{t.entryIDAt(p.k, p.old), labelOf(p.old), was, true}, true
 }
 
-// victim looks in set i for the account with ident id, and for a place
-// for it should it have none. It returns the account's own place if the
-// set holds it; else an empty place; else that of the account to recycle
-// (see rank); a nil bucket if new accounts are moving into every place.
-// It also reports whether the account is moving in, added by another
-// Debit that has not finished. It reads the two buckets again if an
-// account moved into either while it read them (see put).
-func (t *bucketTable) victim(i uint64, id uint32, now int64) (p place, moving bool) {
-	if t.setBuckets != 1 {
+// renew swaps the word at w for v in the next generation of the place
+// (rule 4), and returns the word it replaced, so that the entry that held
+// the place leaves its last state known.
+func renew(w *atomic.Uint64, v uint64) uint64 {
+	for {
+		was := w.Load()
+		if w.CompareAndSwap(was, v&callerMask|(was+generationOne)&^callerMask) {
+			return was
+		}
+	}
+}
+
+// victim looks in set i for the entry with ident id, and for a place for
+// it should it have none. It returns the entry's own place if the set
+// holds it; else an empty place; else that of the entry to recycle (the
+// lowest rank); a nil bucket if new entries are moving into every place.
+// It also reports whether the entry is moving in, added by another
+// goroutine that has not finished. It reads the two buckets again if an
+// entry moved into either while it read them (rule 1).
+func (t *table) victim(i uint64, id uint32, now int64) (p place, moving bool) {
+	if t.small {
 		return t.victimSmall(id, now)
 	}
-	// One pass looks for the account, an empty place and the account of
-	// lowest rank at once. The account is recycled from its first bucket
-	// only, so that accounts leave their second buckets as the table
-	// turns over and their first buckets' spill counts fall back to 0:
-	// then the second bucket is read only to find an empty place while
-	// the table has one.
+	// One pass looks for the entry, an empty place and the entry of lowest
+	// rank at once. An entry is recycled from its first bucket only, so
+	// that entries leave their second buckets as the table turns over and
+	// their first buckets' spill counts fall back to 0: then the second
+	// bucket is read only to find an empty place while the table has one.
 	first := t.bucket(i)
 	for {
-		// The first empty place, and the place of lowest rank, by number.
-		empty, low, lowID, earliest := -1, -1, uint32(0), int64(0)
-		moving = false
-		moves := first.moves() // before the idents: see put
-		for j := range t.capacity(i) {
-			switch v := first.ident[j].Load(); {
-			case v == id:
-				return place{first, i, j, id}, false
-			case v == 0:
-				if empty < 0 {
-					empty = j
-				}
-			case v == id&^1:
-				moving = true
-			case v&1 == 1: // not moving in
-				if r := t.rank(v, first.balance[j].Load(), now); low < 0 || r < earliest {
-					low, lowID, earliest = j, v, r
-				}
-			}
+		moves := first.moves() // before the idents (rule 1)
+		own, empty, low, m := t.scanFirst(first, i, id, now)
+		if own.b != nil {
+			return own, false
 		}
-		p = place{first, i, low, lowID}
-		if low < 0 {
-			p = place{}
-		}
-		e := place{}
-		if empty >= 0 {
-			e = place{first, i, empty, 0}
-		}
-		if first.hasSpilled() || empty < 0 && t.free.Load() > 0 {
-			if q, qMoving, ok := t.victimSecond(i, id, first, moves, p, e, moving); ok {
+		t.step(stepFirstRead)
+		if first.hasSpilled() || empty.b == nil && t.free.Load() > 0 {
+			if q, qMoving, ok := t.victimSecond(i, id, first, moves, low, empty, m); ok {
 				return q, qMoving
 			}
 			continue
 		}
 		if first.moves() != moves {
-			continue // the account may have moved in from its second bucket
+			continue // the entry may have moved in from its second bucket
 		}
-		if empty >= 0 {
-			return e, moving
+		if empty.b != nil {
+			return empty, m
 		}
-		return p, moving
+		return low, m
 	}
 }
 
-// victimSecond is victim's look at the second bucket of the account with
+// scanFirst reads bucket first, number i, for the entry with ident id:
+// its place if there, else the first empty place, the place of lowest rank
+// at now, and whether the entry is moving in.
+func (t *table) scanFirst(first *bucket, i uint64, id uint32, now int64) (own, empty, low place, moving bool) {
+	var lowest int64
+	for j := range t.capacity(i) {
+		switch v := first.ident[j].Load(); {
+		case v == id:
+			return place{first, i, j, id}, place{}, place{}, false
+		case v == 0:
+			if empty.b == nil {
+				empty = place{first, i, j, 0}
+			}
+		case v == id&^1:
+			moving = true
+		case v&1 == 1: // not moving in
+			if r := t.rank(labelOf(v), first.word[j].Load(), now); low.b == nil || r < lowest {
+				low, lowest = place{first, i, j, v}, r
+			}
+		}
+	}
+	return place{}, empty, low, moving
+}
+
+// victimSecond is victim's look at the second bucket of the entry with
 // ident id, whose first bucket, number i, victim read with the move count
 // moves and found in it p, empty and moving. It returns false if victim
 // must look again.
-func (t *bucketTable) victimSecond(i uint64, id uint32, first *bucket, moves uint32, p, empty place, moving bool) (place, bool, bool) {
+func (t *table) victimSecond(i uint64, id uint32, first *bucket, moves uint32, p, empty place, moving bool) (place, bool, bool) {
 	k2 := t.alt(i, id)
 	var empty2 place
-	if k2 != i { // else the account has one bucket, read already
-		if betweenBuckets != nil {
-			betweenBuckets()
-		}
+	if k2 != i { // else the entry has one bucket, read already
+		t.step(stepBetweenBuckets)
 		second := t.bucket(k2)
 		moves2 := second.moves()
 		own, e, m := lookIn(second, k2, t.capacity(k2), id)
@@ -544,9 +653,9 @@ func (t *bucketTable) victimSecond(i uint64, id uint32, first *bucket, moves uin
 		empty2, moving = e, moving || m
 	}
 	if first.moves() != moves {
-		// The account may have moved from the bucket read second to the
-		// one read first in between, read in neither (see put): look
-		// again rather than add a copy of it.
+		// The entry may have moved from the bucket read second to the one
+		// read first in between, read in neither (rule 1): look again
+		// rather than add a copy of it.
 		return place{}, false, false
 	}
 	switch {
@@ -562,9 +671,9 @@ func (t *bucketTable) victimSecond(i uint64, id uint32, first *bucket, moves uin
 	return p, moving, true
 }
 
-// lookIn looks in bucket b, number k, of n places, for the account with
+// lookIn looks in bucket b, number k, of n places, for the entry with
 // ident id, and returns its place if there, else the first empty place,
-// and whether the account is moving in.
+// and whether the entry is moving in.
 func lookIn(b *bucket, k uint64, n int, id uint32) (own, empty place, moving bool) {
 	for j := range n {
 		switch b.ident[j].Load() {
@@ -581,63 +690,33 @@ func lookIn(b *bucket, k uint64, n int, id uint32) (own, empty place, moving boo
 	return place{}, empty, moving
 }
 
-// betweenBuckets, if not nil, is called by victim between its reads of an
-// account's two buckets: tests set it to move the account meanwhile.
-var betweenBuckets func()
-
-// rank orders the accounts of a full set for recycling: the one with the
-// lowest goes first. It is the account's tat, so that an account in
-// credit goes before one in debt, the one with the most credit first, and
-// of accounts in debt the one least in debt; for a request account, which
-// is refused rather than put in debt, it is the tat one second later, as
-// if the account owed the second's credit that a new account in its place
-// would give its network back. So a network asking faster than its
-// request allowance, whose account's tat stays near now, ranks as a
-// second in debt, behind every account in credit: recycling its account
-// would serve it another second's allowance at once.
-func (t *bucketTable) rank(id uint32, v uint64, now int64) int64 {
-	r := balance(v).tat(now)
-	if kindOf(id).Request() {
-		r += requestRankShift
-	}
-	return r
-}
-
-// requestRankShift is what rank adds to the tat of a request account: a
-// second, the credit a request account holds at any rate of one request a
-// second or more.
-const requestRankShift = int64(time.Second)
-
 // victimSmall is victim for a table of one set, searched in order: the
-// account's place, else the first empty place, else that of the account
-// of lowest rank (the first such).
-func (t *bucketTable) victimSmall(id uint32, now int64) (p place, moving bool) {
+// entry's place, else the first empty place, else that of the entry of
+// lowest rank (the first such).
+func (t *table) victimSmall(id uint32, now int64) (p place, moving bool) {
 	pg := t.page(0) // a small table is one page
 	for k := range t.buckets {
-		b := &pg[k]
-		for j := range t.capacity(k) {
-			switch b.ident[j].Load() {
-			case id:
-				return place{b, k, j, id}, false
-			case 0:
-				return place{b, k, j, 0}, moving
-			case id &^ 1:
-				moving = true
-			}
+		own, empty, m := lookIn(&pg[k], k, t.capacity(k), id)
+		switch {
+		case own.b != nil:
+			return own, false
+		case empty.b != nil:
+			return empty, moving || m
 		}
+		moving = moving || m
 	}
-	earliest := int64(0)
+	lowest := int64(0)
 	for k := range t.buckets {
 		b := &pg[k]
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
-			case v == id: // added by another Debit since the first look
+			case v == id: // added by another goroutine since the first look
 				return place{b, k, j, id}, false
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
-				if r := t.rank(v, b.balance[j].Load(), now); p.b == nil || r < earliest {
-					p, earliest = place{b, k, j, v}, r
+				if r := t.rank(labelOf(v), b.word[j].Load(), now); p.b == nil || r < lowest {
+					p, lowest = place{b, k, j, v}, r
 				}
 			}
 		}
@@ -646,15 +725,15 @@ func (t *bucketTable) victimSmall(id uint32, now int64) (p place, moving bool) {
 }
 
 // relocate makes room in bucket a or b, both full, the two buckets of a
-// new account, by moving one of their accounts to its other bucket, where
-// it takes an empty place, or where room is made the same way first (up
-// to maxMoves moves in a chain, the shortest found). It returns the place
-// emptied, held by the caller (its ident is the moved account's, moving
-// in), and false if no such move could be made. It runs only while more
-// than 1 in 128 of the table's places were never filled (see free): so a
-// table fills to about 99% of its places, as a cuckoo hash table does,
-// before it recycles an account.
-func (t *bucketTable) relocate(a, b uint64) (place, bool) {
+// new entry, by moving one of their entries to its other bucket, where it
+// takes an empty place, or where room is made the same way first (up to
+// maxMoves moves in a chain, the shortest found). It returns the place
+// emptied, held by the caller (its ident is the moved entry's, moving in),
+// and false if no such move could be made. It runs only while more than 1
+// in 128 of the table's places were never filled (see free): so a table
+// fills to about 99% of its places, as a cuckoo hash table does, before it
+// recycles an entry.
+func (t *table) relocate(a, b uint64) (place, bool) {
 	for depth := 1; depth <= maxMoves; depth++ {
 		for _, k := range [2]uint64{a, b} {
 			if p, ok := t.moveAside(k, depth, ^uint64(0)); ok {
@@ -668,18 +747,18 @@ func (t *bucketTable) relocate(a, b uint64) (place, bool) {
 	return place{}, false
 }
 
-// maxMoves bounds the accounts that relocate moves to make room for one:
-// up to 10 + 50 + 250 buckets looked at, only while the table has room.
-// Max-table-size distinct accounts are 97% held with one move at most,
+// maxMoves bounds the entries that relocate moves to make room for one: up
+// to 10 + 50 + 250 buckets looked at, only while the table has room.
+// Max-table-size distinct entries are 97% held with one move at most,
 // 98.5% with two, 99% with three (near the most that two choices of five
 // places can hold).
 const maxMoves = 3
 
-// moveAside moves an account of bucket k (not one whose other bucket is
-// not) to its other bucket, which has an empty place or, with depth over
-// 1, is given one by moveAside, and returns the place it left, held by
-// the caller.
-func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
+// moveAside moves an entry of bucket k (not one whose other bucket is not)
+// to its other bucket, which has an empty place or, with depth over 1, is
+// given one by moveAside, and returns the place it left, held by the
+// caller.
+func (t *table) moveAside(k uint64, depth int, not uint64) (place, bool) {
 	b := t.bucket(k)
 	for j := range t.capacity(k) {
 		y := b.ident[j].Load()
@@ -695,7 +774,7 @@ func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
 			if !ok {
 				continue
 			}
-			v, ok := claim(b, j, y)
+			v, ok := t.claim(b, j, y)
 			if !ok { // y has gone meanwhile: leave the place in c empty
 				to.b.ident[to.j].Store(0)
 				t.free.Add(1)
@@ -704,64 +783,71 @@ func (t *bucketTable) moveAside(k uint64, depth int, not uint64) (place, bool) {
 			t.put(to, y, v, b.inSecond(j), b)
 			return place{b, k, j, y &^ 1}, true
 		}
-		bc := t.bucket(c)
-		for e := range t.capacity(c) {
-			if bc.ident[e].Load() != 0 {
-				continue
-			}
-			v, ok := claim(b, j, y)
+		if to, ok := t.takeEmpty(c); ok {
+			v, ok := t.claim(b, j, y)
 			if !ok {
+				to.b.ident[to.j].Store(0) // y has gone meanwhile
+				t.free.Add(1)
 				break
 			}
-			if !bc.ident[e].CompareAndSwap(0, y&^1) {
-				b.ident[j].Store(y) // the place was taken meanwhile: y stays
-				break
-			}
-			t.free.Add(-1)
-			t.put(place{bc, c, e, 0}, y, v, b.inSecond(j), b)
+			t.put(to, y, v, b.inSecond(j), b)
 			return place{b, k, j, y &^ 1}, true
 		}
 	}
 	return place{}, false
 }
 
-// claim takes the account with ident y out of place j of bucket b for a
-// move: its ident then reads as moving in, so that Debits seeking it wait,
-// and its balance, which it returns, is swapped into a new generation, so
-// that a Debit that read it before fails to change it.
-func claim(b *bucket, j int, y uint32) (balance, bool) {
+// takeEmpty takes an empty place of bucket c for an entry about to move
+// in: its ident then reads as moving in (as a place emptied by moveAside
+// does), so that no new entry takes it meanwhile.
+func (t *table) takeEmpty(c uint64) (place, bool) {
+	bc := t.bucket(c)
+	for e := range t.capacity(c) {
+		if bc.ident[e].Load() == 0 && bc.ident[e].CompareAndSwap(0, 0x1e) { // any ident moving in
+			t.free.Add(-1)
+			return place{bc, c, e, 0x1e}, true
+		}
+	}
+	return place{}, false
+}
+
+// claim takes the entry with ident y out of place j of bucket b for a
+// move: its ident then reads as moving in, so that searches for it wait,
+// and its word, which it returns, is swapped into a new generation, so
+// that an update that read it before fails (rule 4).
+func (t *table) claim(b *bucket, j int, y uint32) (uint64, bool) {
 	if !b.ident[j].CompareAndSwap(y, y&^1) {
 		return 0, false
 	}
 	for {
-		v := balance(b.balance[j].Load())
-		if b.balance[j].CompareAndSwap(uint64(v), uint64(v.withGeneration(v.generation()+1))) {
+		v := b.word[j].Load()
+		if b.word[j].CompareAndSwap(v, v+generationOne) { // the generation, in the top bits, wraps
+			t.step(stepClaimed)
 			return v, true
 		}
 	}
 }
 
-// put moves the account with ident y and balance v out of bucket from
-// into place p, which the caller holds (its ident moving in), in y's
-// other bucket: its first if wasSecond, else its second.
-func (t *bucketTable) put(p place, y uint32, v balance, wasSecond bool, from *bucket) {
+// put moves the entry with ident y and word v out of bucket from into
+// place p, which the caller holds (its ident moving in), in y's other
+// bucket: its first if wasSecond, else its second.
+func (t *table) put(p place, y uint32, v uint64, wasSecond bool, from *bucket) {
 	if !wasSecond {
-		from.addSpill() // before y can be seen in its second bucket
+		from.addSpill() // before y can be seen in its second bucket (rule 2)
 	}
 	p.b.setInSecond(p.j, !wasSecond)
-	g := balance(p.b.balance[p.j].Load()).generation() + 1
-	p.b.balance[p.j].Store(uint64(v.withGeneration(g)))
+	renew(&p.b.word[p.j], v)
 	p.b.ident[p.j].Store(y)
-	// A victim seeking y reads y's two buckets one after the other: it may
-	// read this one before y came, and y's old place after a new account
-	// took it, and see y in neither; in a chain of moves, p read as the
-	// account that moved out of it, not as y moving in, so nothing said
-	// to wait. Counted here, before y's old place is let go (its ident
-	// reads as y moving in until moveAside's caller puts another account
-	// there), the move changes the count that victim reads before and
-	// after, and victim looks again. A move to y's first bucket lowers its
-	// spill count in the same step, so that a victim that reads the count
-	// lowered also finds the move counted.
+	t.step(stepVisible)
+	// A search for y reads y's two buckets one after the other: it may read
+	// this one before y came, and y's old place after a new entry took it,
+	// and see y in neither; in a chain of moves, p read as the entry that
+	// moved out of it, not as y moving in, so nothing said to wait.
+	// Counted here, before y's old place is let go (its ident reads as y
+	// moving in until moveAside's caller puts another entry there), the
+	// move changes the count that the search reads before and after, and
+	// it looks again (rule 1). A move to y's first bucket lowers its spill
+	// count in the same step (rule 3).
 	if wasSecond {
 		p.b.dropSpill(true)
 	} else {
@@ -770,15 +856,13 @@ func (t *bucketTable) put(p place, y uint32, v balance, wasSecond bool, from *bu
 }
 
 // sweepBuckets bounds the buckets that one sweep looks at: 2 MB of table,
-// 163,840 accounts, so that a table of the default size is swept whole.
+// 163,840 entries, so that a table of the default size is swept whole.
 const sweepBuckets = 32768
 
-// sweep ends the limiting episodes of accounts out of debt since before
-// (by kind), looking at up to sweepBuckets buckets from where the last
-// sweep stopped, and returns them. It also moves the tat of an account
-// idle for longer than staleAge forward (see balance), so that wrapping
-// time never reads it as recent.
-func (t *bucketTable) sweep(now int64, before *[LimitKindLast]int64) (ended []gone) {
+// sweep calls visit for each entry held in up to sweepBuckets buckets,
+// from where the last sweep stopped, with its id for events (entryID). A
+// visit may change the entry's word with cas; sweeps run one at a time.
+func (t *table) sweep(visit func(e entry, id uint64)) {
 	t.sweepMu.Lock()
 	defer t.sweepMu.Unlock()
 	for range min(sweepBuckets, t.buckets) {
@@ -792,163 +876,24 @@ func (t *bucketTable) sweep(now int64, before *[LimitKindLast]int64) (ended []go
 		}
 		b := &p[i%pageBuckets]
 		for j := range t.capacity(i) {
-			ref := accountRef{b, j, b.ident[j].Load()}
-			if ref.id&1 == 0 {
-				continue // empty or moving in
-			}
-			if ref.quiet(now, before[kindOf(ref.id)]) {
-				ended = append(ended, gone{t.accountIDAt(i, ref.id), kindOf(ref.id)})
+			if id := b.ident[j].Load(); id&1 == 1 { // not empty, not moving in
+				visit(entry{b, j, id}, t.entryIDAt(i, id))
 			}
 		}
 	}
-	return ended
 }
 
-// quiet ends the account's episode if it is limited and has been out of
-// debt since before, and reports whether it ended one. It also moves the
-// tat of an account idle for longer than staleAge forward.
-func (a accountRef) quiet(now, before int64) bool {
-	for {
-		v, ok := a.load()
-		if !ok {
-			return false
-		}
-		w := v
-		if v.limited() && v.tat(now) <= before {
-			w = w.withLimited(false)
-		}
-		if v.tat(now) < now-staleAge {
-			w = w.withTat(now - staleAge)
-		}
-		if w == v {
-			return false
-		}
-		if a.store(v, w) {
-			return v.limited() && !w.limited()
-		}
+// entryIDAt identifies the entry with ident id in bucket k for events: its
+// ident and the lower of its two buckets (0 in a small table), unique
+// among the entries held at one time and the same in either bucket.
+func (t *table) entryIDAt(k uint64, id uint32) uint64 {
+	if t.small {
+		return uint64(id)
 	}
+	return min(k, t.alt(k, id))<<32 | uint64(id)
 }
 
-// balance is an account's state in one word, so that one compare-and-swap
-// changes it:
-//
-//	bits 0-55   tat, the time at which the balance is zero, in nanoseconds
-//	            of internal time, modulo 2^56 (834 days)
-//	bits 56-59  BIND's slip counter: the next limited response slips at 0
-//	bits 60     in a limiting episode (for Event)
-//	bits 61-63  generation, advanced when a new account takes the place
-//
-// The account is in debt while tat > now. Its balance, now - tat, holds at
-// most a second's worth of credit (at most 100 s, for the slowest rates)
-// and sinks at most window seconds (at most 3,600) into debt, so a live
-// tat lies within an hour of now and 56 bits tell it apart from now
-// unambiguously for 417 days either side. A tat further ahead than any
-// debt can be is one from over 417 days ago, wrapped: it reads as that
-// old. Only an account idle for a multiple of 834 days, give or take the
-// hour, could read as recent; the sweep of EndQuietEpisodes moves the tat
-// of every account idle for over 208 days forward (still ancient), so a
-// server that calls it now and then never meets that case.
-type balance uint64
-
-const (
-	tatBits       = 56
-	tatMask       = 1<<tatBits - 1
-	slipShift     = 56
-	slipMask      = 0xf << slipShift
-	limitedBit    = 1 << 60
-	generationOne = 1 << 61
-
-	// maxAhead is further ahead of now than any tat can be: the longest
-	// window plus the longest interval, and a margin.
-	maxAhead = 3800 * int64(1e9)
-	// staleAge is how long an account may be idle before a sweep moves
-	// its tat forward: a quarter of the 56-bit range.
-	staleAge = int64(1) << (tatBits - 2)
-)
-
-// tat returns the account's tat as internal time, read relative to now.
-func (v balance) tat(now int64) int64 {
-	d := int64((uint64(v)-uint64(now))<<(64-tatBits)) >> (64 - tatBits)
-	if d > maxAhead {
-		d = -1 << (tatBits - 1) // wrapped from the far past
-	}
-	return now + d
-}
-
-func (v balance) slip() uint8         { return uint8(v >> slipShift & 0xf) }
-func (v balance) limited() bool       { return v&limitedBit != 0 }
-func (v balance) generation() balance { return v / generationOne }
-
-// withGeneration returns v in generation g, modulo 8.
-func (v balance) withGeneration(g balance) balance {
-	return v%generationOne | g*generationOne
-}
-
-func (v balance) withTat(tat int64) balance { return v&^tatMask | balance(uint64(tat)&tatMask) }
-func (v balance) withSlip(n uint8) balance  { return v&^slipMask | balance(n)<<slipShift }
-func (v balance) withLimited(on bool) balance {
-	if on {
-		return v | limitedBit
-	}
-	return v &^ limitedBit
-}
-
-// fullCredit is the balance of a new account of generation g: full
-// credit at now, slip counter 0, not limited.
-func fullCredit(now, credit int64, g balance) balance {
-	return balance(0).withGeneration(g).withTat(now - credit)
-}
-
-// charge debits the account by l.interval at now and returns its new
-// balance and whether it is in debt. The balance earns credit
-// continuously, holds at most l.credit nanoseconds of it, and sinks at
-// most l.debt nanoseconds deep; with l.debt 0 it never sinks: a charge
-// that would put it in debt is refused and leaves it as it was. An account
-// that has earned back full credit starts its slip count afresh, as BIND's
-// does.
-func (v balance) charge(now int64, l limit) (balance, bool) {
-	tat := v.tat(now)
-	if full := now - l.credit; tat <= full {
-		tat, v = full, v&^slipMask
-	}
-	next := tat + l.interval
-	if l.debt == 0 && next > now {
-		return v.withTat(tat), true // refused: a request account never sinks
-	}
-	tat = min(next, now+l.debt)
-	return v.withTat(tat), tat > now
-}
-
-// limitedAfter reports whether the account is in a limiting episode after
-// a charge at now by l that left it in debt or not (inDebt). An episode
-// starts when the account goes into debt, and for most accounts ends when
-// it is out of debt. An account that sinks into no debt (a request
-// account) is refused only while its network asks too fast, and served in
-// between: its episode ends once it has held full credit for an interval,
-// a request's worth left unspent, so that a flood is one episode rather
-// than a start and a stop for every request served. (Full credit alone
-// would not do: below one request a second, full credit is one request,
-// which a network asking twice too fast reaches before each it is served.)
-func (v balance) limitedAfter(now int64, l limit, inDebt bool) bool {
-	if inDebt || l.debt != 0 || !v.limited() {
-		return inDebt
-	}
-	return v.tat(now) > now-l.episodeSlack()
-}
-
-// slipOrDrop applies BIND's slip counter to a limited response: the first
-// limited response slips, then every ratio-th; with ratio 0 (errors, and
-// the per-network limits) none does.
-func (v balance) slipOrDrop(ratio int) (Action, balance) {
-	if ratio == 0 {
-		return Drop, v
-	}
-	act, n := Drop, v.slip()
-	if n == 0 {
-		act = Slip
-	}
-	if n++; int(n) >= ratio {
-		n = 0
-	}
-	return act, v.withSlip(n)
+// entryID is entryIDAt for the entry whose key is key.
+func (t *table) entryID(key uint64, label uint8) uint64 {
+	return t.entryIDAt(t.index(key), identOf(key, label))
 }

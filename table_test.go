@@ -213,7 +213,7 @@ func TestTableShape(t *testing.T) {
 	for _, c := range []struct{ size, buckets, pages int }{
 		{1, 1, 1}, {3, 1, 1}, {7, 2, 1}, {100_000, 20_000, 313}, {200_000, 40_000, 625}, {1 << 28, 53_687_092, 838_861},
 	} {
-		tb := newBucketTable(c.size)
+		tb := newTable(c.size, accountRank)
 		if int(tb.buckets) != c.buckets || len(tb.pages) != c.pages {
 			t.Errorf("size %d: %d buckets in %d pages, want %d in %d", c.size, tb.buckets, len(tb.pages), c.buckets, c.pages)
 		}
@@ -240,7 +240,7 @@ func TestBucketIsOneCacheLine(t *testing.T) {
 	}
 	// Pages are allocated alone, and so begin a line: the allocator
 	// aligns a block of 4 KB to its size.
-	if a := uintptr(unsafe.Pointer(newBucketTable(1000).page(0))); a%64 != 0 {
+	if a := uintptr(unsafe.Pointer(newTable(1000, accountRank).page(0))); a%64 != 0 {
 		t.Errorf("a page begins %d bytes into a cache line", a%64)
 	}
 }
@@ -286,7 +286,7 @@ func TestBalanceWraps(t *testing.T) {
 func TestBalanceCharge(t *testing.T) {
 	l := limit{interval: int64(time.Second) / 5, credit: int64(time.Second), debt: 2 * int64(time.Second)}
 	now := int64(1000 * time.Second)
-	v := fullCredit(now, l.credit, 3)
+	v := fullCredit(now, l.credit) | balance(3*generationOne)
 	var inDebt bool
 	for i := range 5 {
 		if v, inDebt = v.charge(now, l); inDebt {
@@ -302,8 +302,8 @@ func TestBalanceCharge(t *testing.T) {
 	if got := v.tat(now) - now; got != l.debt {
 		t.Errorf("debt %d, want at most %d", got, l.debt)
 	}
-	if v.generation() != 3 {
-		t.Errorf("generation %d, want 3", v.generation())
+	if g := uint64(v) >> generationShift; g != 3 {
+		t.Errorf("the table's generation bits changed from 3 to %d", g)
 	}
 	// Slip counter: the first limited response slips, then every second.
 	var acts []Action
@@ -322,7 +322,7 @@ func TestBalanceCharge(t *testing.T) {
 	}
 }
 
-// model is a bucketTable's behaviour for one goroutine, written plainly:
+// model is a table's behaviour for one goroutine, written plainly:
 // a list of accounts per set (a bucket, or the whole of a small table), the
 // first empty place taken, else that of the account with the earliest tat
 // (the first such), a request account's tat read a second later.
@@ -342,22 +342,22 @@ type modelAccount struct {
 // difference.
 func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 	t.Helper()
-	tb := newBucketTable(size)
-	if tb.sets > 1 {
+	tb := newTable(size, accountRank)
+	if !tb.small {
 		checkTwoChoices(t, tb, keys, steps)
 		return
 	}
 	st := &stripe{}
 	// The model's sets list their places in order: the buckets of the set
 	// one after the other.
-	m := model{buckets: make([][]modelAccount, tb.sets)}
+	m := model{buckets: make([][]modelAccount, 1)}
 	type place struct {
 		b *bucket
 		j int
 	}
-	places := make([][]place, tb.sets)
+	places := make([][]place, 1)
 	for k := range tb.buckets {
-		set := k / tb.setBuckets
+		set := 0 // a small table is one set
 		for j := range tb.capacity(k) {
 			m.buckets[set] = append(m.buckets[set], modelAccount{})
 			places[set] = append(places[set], place{tb.bucket(k), j})
@@ -369,20 +369,14 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 		now += steps[n%len(steps)]
 		kind := LimitKind(key>>8) % LimitKindLast
 		// As a Debit does: a new account moves in already debited.
-		ref, _, added := tb.findOrAdd(tb.index(key), identOf(key, kind), now, firstDebit(now, l), st)
-		w, ok := ref.load()
-		if !ok {
-			t.Fatalf("op %d: the account found is not there", n)
+		ref, added, rec := tb.findOrAdd(tb.index(key), identOf(key, uint8(kind)), now, uint64(firstDebit(now, l)))
+		if rec.ok {
+			st.evictions.Add(1)
 		}
-		if !added {
-			v := w
-			if w, _ = v.charge(now, l); !ref.store(v, w) {
-				t.Fatalf("op %d: store failed with no other Debit", n)
-			}
-		}
+		w := chargeHeld(t, n, ref, added, now, l)
 
 		// The model.
-		i, id := tb.index(key), identOf(key, kind)
+		i, id := tb.index(key), identOf(key, uint8(kind))
 		b := m.buckets[i]
 		j := -1
 		for k := range b {
@@ -403,7 +397,7 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 		if j < 0 {
 			j = 0
 			rank := func(a modelAccount) int64 { // a request account as a second further in debt
-				if kindOf(a.id).Request() {
+				if LimitKind(labelOf(a.id)).Request() {
 					return a.tat + int64(time.Second)
 				}
 				return a.tat
@@ -421,11 +415,11 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 		}
 		b[j].tat = min(max(b[j].tat, now-l.credit)+l.interval, now+l.debt)
 
-		if ref.b != places[i][j].b || ref.i != places[i][j].j || w.tat(now) != b[j].tat {
-			t.Fatalf("op %d (key %#x): place %d, tat %d; the model has place %d, tat %d", n, key, ref.i, w.tat(now), j, b[j].tat)
+		if ref.b != places[i][j].b || ref.j != places[i][j].j || w.tat(now) != b[j].tat {
+			t.Fatalf("op %d (key %#x): place %d, tat %d; the model has place %d, tat %d", n, key, ref.j, w.tat(now), j, b[j].tat)
 		}
 	}
-	if got := int(st.held.Load()); got != m.held || int(st.evictions.Load()) != m.evicted {
+	if got := int(tb.held()); got != m.held || int(st.evictions.Load()) != m.evicted {
 		t.Errorf("held %d, evicted %d; the model %d, %d", got, st.evictions.Load(), m.held, m.evicted)
 	}
 }
@@ -439,7 +433,7 @@ func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 // of lowest rank of its first bucket; no other account is lost. Every
 // bucket's spill count and second-bucket marks agree with where the
 // accounts are.
-func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64) {
+func checkTwoChoices(t *testing.T, tb *table, keys []uint64, steps []int64) {
 	t.Helper()
 	st := &stripe{}
 	l := limit{interval: int64(time.Second) / 3, credit: int64(time.Second), debt: 15 * int64(time.Second)}
@@ -449,8 +443,8 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 	for n, key := range keys {
 		now += steps[n%len(steps)]
 		kind := LimitKind(key>>8) % LimitKindLast
-		i, id := tb.index(key), identOf(key, kind)
-		aid := tb.accountIDAt(i, id)
+		i, id := tb.index(key), identOf(key, uint8(kind))
+		aid := tb.entryIDAt(i, id)
 		// The accounts of the new account's two buckets, with their ranks.
 		type candidate struct {
 			k    uint64
@@ -472,21 +466,15 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 		b := tb.bucket(i)
 		for j := range tb.capacity(i) {
 			if v := b.ident[j].Load(); v != 0 {
-				cands = append(cands, candidate{i, v, tb.rank(v, b.balance[j].Load(), now)})
+				cands = append(cands, candidate{i, v, tb.rank(labelOf(v), b.word[j].Load(), now)})
 			}
 		}
 		evictions := st.evictions.Load()
-		ref, _, added := tb.findOrAdd(i, id, now, firstDebit(now, l), st)
-		w, ok := ref.load()
-		if !ok {
-			t.Fatalf("op %d: the account found is not there", n)
+		ref, added, rec := tb.findOrAdd(i, id, now, uint64(firstDebit(now, l)))
+		if rec.ok {
+			st.evictions.Add(1)
 		}
-		if !added {
-			v := w
-			if w, _ = v.charge(now, l); !ref.store(v, w) {
-				t.Fatalf("op %d: store failed with no other Debit", n)
-			}
-		}
+		w := chargeHeld(t, n, ref, added, now, l)
 		tat, ok := held[aid]
 		if ok == added {
 			t.Fatalf("op %d: held %v, added %v", n, ok, added)
@@ -529,7 +517,7 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 					t.Fatalf("op %d: an account of rank %d recycled, where one ranks %d", n, cands[gone].rank, x.rank)
 				}
 			}
-			delete(held, tb.accountIDAt(cands[gone].k, cands[gone].id))
+			delete(held, tb.entryIDAt(cands[gone].k, cands[gone].id))
 		}
 		// Now and then, and at the end: the table holds what the model
 		// holds, with the same balances.
@@ -539,7 +527,7 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 				b := tb.bucket(k)
 				for j := range tb.capacity(k) {
 					if v := b.ident[j].Load(); v != 0 {
-						in[tb.accountIDAt(k, v)] = balance(b.balance[j].Load()).tat(now)
+						in[tb.entryIDAt(k, v)] = balance(b.word[j].Load()).tat(now)
 					}
 				}
 			}
@@ -554,8 +542,8 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 			checkSpills(t, tb, firstOf)
 		}
 	}
-	if int(st.held.Load()) != len(held) {
-		t.Errorf("held %d, the model %d", st.held.Load(), len(held))
+	if int(tb.held()) != len(held) {
+		t.Errorf("held %d, the model %d", tb.held(), len(held))
 	}
 }
 
@@ -563,7 +551,7 @@ func checkTwoChoices(t *testing.T, tb *bucketTable, keys []uint64, steps []int64
 // accounts held in their second bucket whose first it is, and that its
 // marks say which of its places hold such accounts; firstOf gives the
 // first bucket of each account, by Event.Account.
-func checkSpills(t *testing.T, tb *bucketTable, firstOf map[uint64]uint64) {
+func checkSpills(t *testing.T, tb *table, firstOf map[uint64]uint64) {
 	t.Helper()
 	spills := make([]uint32, tb.buckets)
 	for k := range tb.buckets {
@@ -573,7 +561,7 @@ func checkSpills(t *testing.T, tb *bucketTable, firstOf map[uint64]uint64) {
 			if v == 0 {
 				continue
 			}
-			first := firstOf[tb.accountIDAt(k, v)]
+			first := firstOf[tb.entryIDAt(k, v)]
 			if second := first != k; b.inSecond(j) != second {
 				t.Fatalf("place %d of bucket %d: marked in its second bucket %v, is %v", j, k, b.inSecond(j), second)
 			} else if second {
@@ -630,25 +618,25 @@ func FuzzBucketTable(f *testing.F) {
 // bucket at once, with lock-free compare-and-swaps: no debit may be lost.
 // Run it under -race.
 func TestBucketTableConcurrent(t *testing.T) {
-	waitAsLongAsItTakes(t)
 	const goroutines, perG = 8, 2000
-	tb := newBucketTable(5)
+	tb := newTable(5, accountRank)
+	waitAsLongAsItTakes(tb)
 	st := make(stripes, 1)
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	keys := []uint64{1 << 5, 2 << 5, 3 << 5, 4 << 5, 5 << 5}
 	for _, key := range keys {
-		findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
+		findFull(tb, tb.index(key), identOf(key, uint8(LimitResponses)), 0, l.credit, &st[0])
 	}
 	concurrentDebits(tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
-		ref, _ := findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
-		v, _ := ref.load()
+		ref, _ := findFull(tb, tb.index(key), identOf(key, uint8(LimitResponses)), 0, l.credit, &st[0])
+		v, _ := ref.balance()
 		// Each of goroutines*perG/5 debits of 1 ns, from full credit (-1).
 		if got, want := v.tat(0), int64(goroutines*perG/len(keys)-1); got != want {
 			t.Errorf("key %#x: tat %d, want %d", key, got, want)
 		}
 	}
-	if n := st[0].held.Load(); n != 5 {
+	if n := tb.held(); n != 5 {
 		t.Errorf("%d accounts added, want 5", n)
 	}
 }
@@ -658,9 +646,9 @@ func TestBucketTableConcurrent(t *testing.T) {
 // they race to add them: each account must end up held, and at most the
 // debits of the goroutines that raced to add it may be lost.
 func TestBucketTableConcurrentAdds(t *testing.T) {
-	waitAsLongAsItTakes(t)
 	const goroutines, perG, accounts = 8, 4000, 200
-	tb := newBucketTable(5 * accounts)
+	tb := newTable(5*accounts, accountRank)
+	waitAsLongAsItTakes(tb)
 	st := make(stripes, 1)
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	keys := make([]uint64, accounts)
@@ -669,8 +657,8 @@ func TestBucketTableConcurrentAdds(t *testing.T) {
 	}
 	concurrentDebits(tb, &st[0], keys, goroutines, perG)
 	for _, key := range keys {
-		ref, _ := findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
-		v, _ := ref.load()
+		ref, _ := findFull(tb, tb.index(key), identOf(key, uint8(LimitResponses)), 0, l.credit, &st[0])
+		v, _ := ref.balance()
 		want := int64(goroutines*perG/len(keys) - 1)
 		if got := v.tat(0); got > want || got < want-(goroutines-1) {
 			t.Errorf("key %#x: tat %d, want %d, or at most %d less", key, got, want, goroutines-1)
@@ -686,36 +674,19 @@ func TestBucketTableConcurrentAdds(t *testing.T) {
 // test: on a loaded machine a wait may run out, adding a second copy of
 // the account (see maxWaits), and a test that counts every debit would
 // fail.
-func waitAsLongAsItTakes(t *testing.T) {
-	n := maxWaits
-	maxWaits = math.MaxInt
-	t.Cleanup(func() { maxWaits = n })
-}
+func waitAsLongAsItTakes(tb *table) { tb.hooks.maxWaits = math.MaxInt }
 
 // debitOnce debits the account for key by l at 0 as debitAgain does: a
 // new account moves in already debited, and one that moves to its other
 // bucket between its search and its debit is looked for again.
-func debitOnce(tb *bucketTable, st *stripe, key uint64, l limit) {
-	for {
-		ref, _, added := tb.findOrAdd(tb.index(key), identOf(key, LimitResponses), 0, firstDebit(0, l), st)
-		if added {
-			return
-		}
-		for {
-			v, ok := ref.load()
-			if !ok {
-				break // moved, or its place taken: the tests count evictions
-			}
-			if w, _ := v.charge(0, l); ref.store(v, w) {
-				return
-			}
-		}
-	}
+func debitOnce(tb *table, st *stripe, key uint64, l limit) {
+	a := accounts{t: tb}
+	a.debit(key, LimitResponses, 0, l, st)
 }
 
 // concurrentDebits has goroutines debit keys, each goroutine perG times in
 // turn from its own offset, by 1 ns with no clock.
-func concurrentDebits(tb *bucketTable, st *stripe, keys []uint64, goroutines, perG int) {
+func concurrentDebits(tb *table, st *stripe, keys []uint64, goroutines, perG int) {
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	var wg sync.WaitGroup
 	for g := range goroutines {
@@ -788,11 +759,11 @@ func pickDeeper(s stripes, n int) *stripe {
 // Debit that finds it moving in waits for it rather than add it again.
 func TestIdentOfTagZero(t *testing.T) {
 	key := uint64(9) << 40 // tag 0
-	id := identOf(key, LimitResponses)
+	id := identOf(key, uint8(LimitResponses))
 	if id&^1 == 0 {
 		t.Fatalf("ident %#x moves in as 0, an empty place", id)
 	}
-	tb := newBucketTable(1000)
+	tb := newTable(1000, accountRank)
 	i := tb.index(key)
 	tb.bucket(i).ident[0].Store(id &^ 1)
 	if p, moving := tb.victim(i, id, 0); !moving || p.j != 1 {
@@ -853,10 +824,10 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 	const day = 24 * int64(time.Hour)
 	l := limit{interval: int64(time.Second), credit: int64(time.Second), debt: 15 * int64(time.Second)}
 	for _, sweeps := range []bool{true, false} {
-		tb := newBucketTable(10)
+		tb := newTable(10, accountRank)
 		st := &stripe{}
-		ref, _ := findFull(tb, tb.index(1<<40), identOf(1<<40, LimitResponses), 0, l.credit, st)
-		v0, _ := ref.load()
+		ref, _ := findFull(tb, tb.index(1<<40), identOf(1<<40, uint8(LimitResponses)), 0, l.credit, st)
+		v0, _ := ref.balance()
 		v := v0
 		for range 20 {
 			v, _ = v.charge(0, l)
@@ -871,7 +842,7 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 				for k := range before {
 					before[k] = now
 				}
-				tb.sweep(now, &before)
+				(&accounts{t: tb}).sweep(now, &before)
 			}
 			// Where the 56 bits wrap within the next hundred days, the
 			// moment at which an unswept tat would read as 10 s ahead.
@@ -880,7 +851,7 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 				if at >= now+100*day {
 					continue
 				}
-				if v, _ := ref.load(); v.tat(at) > at-l.credit {
+				if v, _ := ref.balance(); v.tat(at) > at-l.credit {
 					recent = true
 				}
 			}
@@ -899,24 +870,24 @@ func TestSweepKeepsIdleAccountsOld(t *testing.T) {
 func TestFindOrAddReturnsHeldAccount(t *testing.T) {
 	l := limit{interval: int64(time.Second) / 5, credit: int64(time.Second), debt: 15 * int64(time.Second)}
 	for _, fill := range []int{0, 4} { // room in the bucket; a full bucket
-		tb := newBucketTable(1000)
+		tb := newTable(1000, accountRank)
 		st := &stripe{}
 		key := uint64(7)<<40 | 0x1230
-		i, id := tb.index(key), identOf(key, LimitResponses)
+		i, id := tb.index(key), identOf(key, uint8(LimitResponses))
 		for k := range fill { // other accounts of the bucket, more in credit
-			findFull(tb, i, identOf(key+uint64(k+1)<<5, LimitResponses), -int64(time.Hour), l.credit, st)
+			findFull(tb, i, identOf(key+uint64(k+1)<<5, uint8(LimitResponses)), -int64(time.Hour), l.credit, st)
 		}
 		ref, _ := findFull(tb, i, id, 0, l.credit, st)
-		v, _ := ref.load()
+		v, _ := ref.balance()
 		w, _ := v.charge(0, l)
 		if !ref.store(v, w) {
 			t.Fatal("store failed with no other Debit")
 		}
-		again, g, added := tb.findOrAdd(i, id, 0, fullCredit(0, l.credit, 0), st)
-		if added || again != ref || g != (gone{}) || st.evictions.Load() != 0 {
-			t.Errorf("%d others: findOrAdd of an account held gave place %d (held at %d), added %v, gone %+v, %d evictions", fill, again.i, ref.i, added, g, st.evictions.Load())
+		again, added, g := tb.findOrAdd(i, id, 0, uint64(fullCredit(0, l.credit)))
+		if added || again != ref || g.ok || st.evictions.Load() != 0 {
+			t.Errorf("%d others: findOrAdd of an account held gave place %d (held at %d), added %v, recycled %+v, %d evictions", fill, again.j, ref.j, added, g, st.evictions.Load())
 		}
-		if got, _ := ref.load(); got != w {
+		if got, _ := ref.balance(); got != w {
 			t.Errorf("%d others: the debit made to the account was lost", fill)
 		}
 	}
@@ -929,26 +900,29 @@ func TestNewAccountHoldsFullCreditLessOneResponse(t *testing.T) {
 	r := newTestRRL(t, newTestClock(), "responses-per-second", "5")
 	src, tuple := udp("192.0.2.1"), answer("new.example.")
 	r.Debit(src, tuple)
-	key := r.hash.account(r.networkOfIP(src.IP), LimitResponses, tuple.Class, tuple.Type, tuple.SalientName)
-	ref, held := r.table.find(r.table.index(key), identOf(key, LimitResponses))
+	key := r.hash.account(r.nets.networkOfIP(src.IP), LimitResponses, tuple.Class, tuple.Type, tuple.SalientName)
+	ref, held, _ := r.accounts.t.lookup(r.accounts.t.index(key), identOf(key, uint8(LimitResponses)))
 	if !held {
 		t.Fatal("the account was not added")
 	}
-	v, _ := ref.load()
+	v, _ := ref.balance()
 	now := r.now()
 	if got, want := v.tat(now), now-int64(time.Second)+int64(time.Second)/5; got != want {
 		t.Errorf("tat %d after one debit, want %d: full credit less one response", got-now, want-now)
 	}
-	if v.generation() != 1 {
-		t.Errorf("generation %d, want 1 for the first account in its place", v.generation())
+	if g := uint64(v) >> generationShift; g != 1 {
+		t.Errorf("generation %d, want 1 for the first account in its place", g)
 	}
 }
 
 // findFull is findOrAdd for a test that charges the account itself: a new
 // account moves in with full credit.
-func findFull(tb *bucketTable, i uint64, id uint32, now, credit int64, s *stripe) (accountRef, gone) {
-	ref, g, _ := tb.findOrAdd(i, id, now, fullCredit(now, credit, 0), s)
-	return ref, g
+func findFull(tb *table, i uint64, id uint32, now, credit int64, s *stripe) (entry, recycled) {
+	ref, _, r := tb.findOrAdd(i, id, now, uint64(fullCredit(now, credit)))
+	if r.ok {
+		s.evictions.Add(1)
+	}
+	return ref, r
 }
 
 // TestFirstDebitIsAChargeOfFullCredit: a new account moves in with
@@ -963,7 +937,7 @@ func TestFirstDebitIsAChargeOfFullCredit(t *testing.T) {
 		for _, l := range []limit{limitOf(interval, r.cfg.window), requestLimitOf(interval)} {
 			for _, kind := range []LimitKind{LimitResponses, LimitErrors, LimitRequests, LimitAll} {
 				l := l.withSlip(kind, 2)
-				v, d := settle(fullCredit(now, l.credit, 0), now, l)
+				v, d := settle(fullCredit(now, l.credit), now, l)
 				if v != firstDebit(now, l) || d != (debited{act: Send}) {
 					t.Errorf("interval %d, debt %d, %v: settle gives %#x %+v, firstDebit %#x", interval, l.debt, kind, v, d, firstDebit(now, l))
 				}
@@ -976,15 +950,14 @@ func TestFirstDebitIsAChargeOfFullCredit(t *testing.T) {
 // the Debit made it, its generation aside, and says it added it; no other
 // Debit can see the account before that balance is there.
 func TestAddWritesFirstAsGiven(t *testing.T) {
-	tb := newBucketTable(1000)
-	st := &stripe{}
+	tb := newTable(1000, accountRank)
 	key := uint64(3)<<40 | 0x4560
-	i, id := tb.index(key), identOf(key, LimitErrors)
-	first := fullCredit(77, 5, 0).withSlip(3).withLimited(true)
-	ref, _, added := tb.findOrAdd(i, id, 77, first, st)
-	got, ok := ref.load()
-	if !added || !ok || got != first.withGeneration(1) {
-		t.Errorf("added %v, balance %#x, want %#x", added, got, first.withGeneration(1))
+	i, id := tb.index(key), identOf(key, uint8(LimitErrors))
+	first := fullCredit(77, 5).withSlip(3).withLimited(true)
+	ref, added, _ := tb.findOrAdd(i, id, 77, uint64(first))
+	got, ok := ref.balance()
+	if want := first | balance(generationOne); !added || !ok || got != want {
+		t.Errorf("added %v, balance %#x, want %#x", added, got, want)
 	}
 }
 
@@ -992,10 +965,9 @@ func TestAddWritesFirstAsGiven(t *testing.T) {
 // moving in (added by another Debit between its two stores) waits for it
 // rather than add a second copy, and then uses it.
 func TestWaitForAccountMovingIn(t *testing.T) {
-	tb := newBucketTable(1000)
-	st := &stripe{}
+	tb := newTable(1000, accountRank)
 	key := uint64(5)<<40 | 0x7890
-	i, id := tb.index(key), identOf(key, LimitResponses)
+	i, id := tb.index(key), identOf(key, uint8(LimitResponses))
 	b := tb.bucket(i)
 	b.ident[0].Store(id &^ 1) // moving in: the other Debit's first store
 	p, moving := tb.victim(i, id, 0)
@@ -1003,17 +975,17 @@ func TestWaitForAccountMovingIn(t *testing.T) {
 		t.Fatalf("victim: place %d (old %#x), moving %v; want place 1, empty, and the account moving in", p.j, p.old, moving)
 	}
 	yields := 0
-	waitWith(t, func() {
+	waitWith(tb, func() {
 		if yields++; yields == 1 { // the other Debit finishes while this one waits
-			b.balance[0].Store(uint64(fullCredit(0, 2, 1)))
+			b.word[0].Store(uint64(fullCredit(0, 2)) | generationOne)
 			b.ident[0].Store(id)
 		}
 	})
-	ref, _, added := tb.findOrAdd(i, id, 0, firstDebit(0, limit{interval: 1, credit: 2, debt: 4}), st)
-	if yields != 1 || added || ref.b != b || ref.i != 0 {
-		t.Errorf("after %d waits: place %d, added %v; want 1 wait and the account's place 0, not added", yields, ref.i, added)
+	ref, added, _ := tb.findOrAdd(i, id, 0, uint64(firstDebit(0, limit{interval: 1, credit: 2, debt: 4})))
+	if yields != 1 || added || ref.b != b || ref.j != 0 {
+		t.Errorf("after %d waits: place %d, added %v; want 1 wait and the account's place 0, not added", yields, ref.j, added)
 	}
-	if n := st.held.Load(); n != 0 {
+	if n := tb.held(); n != 0 {
 		t.Errorf("%d accounts added", n)
 	}
 }
@@ -1022,23 +994,20 @@ func TestWaitForAccountMovingIn(t *testing.T) {
 // (its Debit's goroutine held up between its two stores) is waited for
 // maxWaits times, then added again in another place.
 func TestWaitForAccountMovingInIsBounded(t *testing.T) {
-	tb := newBucketTable(1000)
+	tb := newTable(1000, accountRank)
 	key := uint64(5)<<40 | 0x7890
-	i, id := tb.index(key), identOf(key, LimitResponses)
+	i, id := tb.index(key), identOf(key, uint8(LimitResponses))
 	tb.bucket(i).ident[0].Store(id &^ 1)
 	yields := 0
-	waitWith(t, func() { yields++ })
-	ref, _, added := tb.findOrAdd(i, id, 0, firstDebit(0, limit{interval: 1, credit: 2, debt: 4}), &stripe{})
-	if yields != maxWaits || !added || ref.i != 1 {
-		t.Errorf("after %d waits: place %d, added %v; want %d waits, then added in place 1", yields, ref.i, added, maxWaits)
+	waitWith(tb, func() { yields++ })
+	ref, added, _ := tb.findOrAdd(i, id, 0, uint64(firstDebit(0, limit{interval: 1, credit: 2, debt: 4})))
+	if yields != tb.hooks.maxWaits || !added || ref.j != 1 {
+		t.Errorf("after %d waits: place %d, added %v; want %d waits, then added in place 1", yields, ref.j, added, tb.hooks.maxWaits)
 	}
 }
 
 // waitWith makes findOrAdd call yield where it waits, for the test.
-func waitWith(t *testing.T, yield func()) {
-	yieldProcessor = yield
-	t.Cleanup(func() { yieldProcessor = runtime.Gosched })
-}
+func waitWith(tb *table, yield func()) { tb.hooks.wait = yield }
 
 // TestSmallTableDecidesAlike: a table of one page is one set, searched in
 // order, so two RRLs with different hash secrets decide every Debit alike,
@@ -1169,7 +1138,7 @@ func TestTableHoldsMaxTableSize(t *testing.T) {
 }
 
 // findIn looks for the account with ident id in bucket k alone.
-func findIn(tb *bucketTable, k uint64, id uint32) (int, bool) {
+func findIn(tb *table, k uint64, id uint32) (int, bool) {
 	b := tb.bucket(k)
 	for j := range tb.capacity(k) {
 		if b.ident[j].Load() == id {
@@ -1185,23 +1154,23 @@ func findIn(tb *bucketTable, k uint64, id uint32) (int, bool) {
 // debited: every account must stay held and no debit may be lost. Run it
 // under -race.
 func TestRelocateLosesNoDebit(t *testing.T) {
-	waitAsLongAsItTakes(t)
 	const size, watched, added, goroutines, perG = 1000, 880, 70, 4, 3000
-	tb := newBucketTable(size)
+	tb := newTable(size, accountRank)
+	waitAsLongAsItTakes(tb)
 	st := make(stripes, 1)
 	l := limit{interval: 1, credit: 1, debt: 1 << 40}
 	rng := rand.New(rand.NewPCG(7, 8))
 	keys := make([]uint64, watched)
 	for i := range keys {
 		keys[i] = rng.Uint64()
-		findFull(tb, tb.index(keys[i]), identOf(keys[i], LimitResponses), 0, l.credit, &st[0])
+		findFull(tb, tb.index(keys[i]), identOf(keys[i], uint8(LimitResponses)), 0, l.credit, &st[0])
 	}
 	if n := st[0].evictions.Load(); n != 0 {
 		t.Fatalf("%d evictions while filling %d of %d places", n, watched, size)
 	}
 	free := tb.free.Load()
 	inFirst := func(key uint64) bool {
-		_, ok := findIn(tb, tb.index(key), identOf(key, LimitResponses))
+		_, ok := findIn(tb, tb.index(key), identOf(key, uint8(LimitResponses)))
 		return ok
 	}
 	before := make([]bool, watched)
@@ -1212,7 +1181,7 @@ func TestRelocateLosesNoDebit(t *testing.T) {
 	wg.Go(func() {
 		for range added {
 			key := rng.Uint64()
-			findFull(tb, tb.index(key), identOf(key, LimitResponses), 0, l.credit, &st[0])
+			findFull(tb, tb.index(key), identOf(key, uint8(LimitResponses)), 0, l.credit, &st[0])
 		}
 	})
 	concurrentDebits(tb, &st[0], keys, goroutines, perG)
@@ -1222,15 +1191,15 @@ func TestRelocateLosesNoDebit(t *testing.T) {
 	}
 	moved := 0
 	for n, key := range keys {
-		i, id := tb.index(key), identOf(key, LimitResponses)
-		ref, ok := tb.find(i, id)
+		i, id := tb.index(key), identOf(key, uint8(LimitResponses))
+		ref, ok, _ := tb.lookup(i, id)
 		if !ok {
 			t.Fatalf("key %#x lost", key)
 		}
 		if inFirst(key) != before[n] {
 			moved++
 		}
-		v, _ := ref.load()
+		v, _ := ref.balance()
 		debits := 0 // of this key: goroutine g debits keys[(g+i)%watched] for i < perG
 		for g := range goroutines {
 			for j := range perG {
@@ -1255,44 +1224,43 @@ func TestRelocateLosesNoDebit(t *testing.T) {
 // the new account took the place it left finds the account in its first
 // bucket: it neither adds a second copy nor moves another account aside.
 func TestFindOrAddSeesAccountMovedMeanwhile(t *testing.T) {
-	tb := newBucketTable(1000)
-	st := &stripe{}
+	tb := newTable(1000, accountRank)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var i, k2 uint64
 	var y uint32
 	for k2 == i {
 		key := rng.Uint64()
-		i, y = tb.index(key), identOf(key, LimitResponses)
+		i, y = tb.index(key), identOf(key, uint8(LimitResponses))
 		k2 = tb.alt(i, y)
 	}
 	// Both buckets full, of y (in its second) and of accounts whose other
 	// bucket is neither, and empty.
 	put := func(k uint64, j int, id uint32, v balance) {
-		tb.bucket(k).balance[j].Store(uint64(v))
+		tb.bucket(k).word[j].Store(uint64(v))
 		tb.bucket(k).ident[j].Store(id)
 	}
 	other := func(k uint64) uint32 {
 		for {
-			id := identOf(rng.Uint64(), LimitResponses)
+			id := identOf(rng.Uint64(), uint8(LimitResponses))
 			if c := tb.alt(k, id); c != i && c != k2 {
 				return id
 			}
 		}
 	}
-	put(k2, 0, y, fullCredit(0, 1, 1).withTat(42))
+	put(k2, 0, y, fullCredit(0, 1).withTat(42))
 	tb.bucket(i).addSpill()
 	tb.bucket(k2).setInSecond(0, true)
 	for j := range slotsPerBucket {
-		put(i, j, other(i), fullCredit(0, 1, 1))
+		put(i, j, other(i), fullCredit(0, 1))
 		if j > 0 {
-			put(k2, j, other(k2), fullCredit(0, 1, 1))
+			put(k2, j, other(k2), fullCredit(0, 1))
 		}
 	}
 	tb.free.Store(1000 - 2*slotsPerBucket)
 	newID := other(k2)
 	moved := false
-	betweenBuckets = func() {
-		if moved {
+	tb.hooks.step = func(s tableStep) {
+		if moved || s != stepBetweenBuckets {
 			return
 		}
 		moved = true
@@ -1302,19 +1270,18 @@ func TestFindOrAddSeesAccountMovedMeanwhile(t *testing.T) {
 		if !ok || p.b != tb.bucket(k2) || p.j != 0 {
 			t.Fatalf("moveAside: place %d of bucket %p, %v; want place 0 of %p", p.j, p.b, ok, tb.bucket(k2))
 		}
-		tb.add(k2, p, newID, fullCredit(0, 1, 0), st)
+		tb.add(k2, p, newID, uint64(fullCredit(0, 1)))
 	}
-	t.Cleanup(func() { betweenBuckets = nil })
-	ref, _, added := tb.findOrAdd(i, y, 0, firstDebit(0, limit{interval: 1, credit: 1, debt: 4}), st)
+	ref, added, _ := tb.findOrAdd(i, y, 0, uint64(firstDebit(0, limit{interval: 1, credit: 1, debt: 4})))
 	if !moved {
 		t.Fatal("victim read the account's buckets without a pause between them")
 	}
-	v, ok := ref.load()
+	v, ok := ref.balance()
 	if added || ref.b != tb.bucket(i) || !ok || v.tat(0) != 42 {
 		t.Errorf("findOrAdd: added %v, in bucket %p (first %p), tat %d; want y found in its first bucket, tat 42", added, ref.b, tb.bucket(i), v.tat(0))
 	}
-	if n := st.held.Load(); n != 1 {
-		t.Errorf("%d accounts added, want the new one alone", n)
+	if n := tb.held(); n != 2*slotsPerBucket+1 {
+		t.Errorf("%d accounts held, want the %d of the two buckets and the new one", n, 2*slotsPerBucket)
 	}
 }
 
@@ -1328,7 +1295,7 @@ func TestSprayEmptiesSecondBuckets(t *testing.T) {
 	const size = 10_000
 	clock := newTestClock()
 	r := newTestRRL(t, clock, "responses-per-second", "5", "max-table-size", fmt.Sprint(size))
-	tb := r.table
+	tb := r.accounts.t
 	inSecond := func() (spilled, accounts int) {
 		var counted uint32
 		for k := range tb.buckets {
@@ -1399,3 +1366,35 @@ func TestSpillCount(t *testing.T) {
 		t.Fatalf("state %#x: the mark's change touched the count", b.state.Load())
 	}
 }
+
+// chargeHeld charges the account at ref by l at now, as a Debit does,
+// unless it was just added (already charged), and returns its balance; it
+// fails test op n if the account is not there or the swap fails with no
+// other goroutine about.
+func chargeHeld(t *testing.T, n int, ref entry, added bool, now int64, l limit) balance {
+	t.Helper()
+	w, ok := ref.balance()
+	if !ok {
+		t.Fatalf("op %d: the account found is not there", n)
+	}
+	if added {
+		return w
+	}
+	v, _ := w.charge(now, l)
+	if !ref.store(w, v) {
+		t.Fatalf("op %d: store failed with no other goroutine", n)
+	}
+	return v
+}
+
+// fullCredit is the balance of an account with full credit at now.
+func fullCredit(now, credit int64) balance { return balance(0).withTat(now - credit) }
+
+// balance is load for an account: its balance.
+func (e entry) balance() (balance, bool) {
+	w, ok := e.load()
+	return balance(w), ok
+}
+
+// store is cas for an account's balances.
+func (e entry) store(old, new balance) bool { return e.cas(uint64(old), uint64(new)) }

@@ -71,3 +71,19 @@ type ResponseTuple struct {
 	SalientName string
 	Size        int
 }
+
+// tupleKey returns the parts of a tuple that its account key holds: BIND
+// compares class, type and name for answers; class and name for referrals
+// and NODATA; the name (the zone) for NXDOMAIN; and nothing but the
+// network for errors.
+func tupleKey(t *ResponseTuple) (class, qtype uint16, name string) {
+	switch t.AllowanceCategory {
+	case AllowanceAnswer:
+		return t.Class, t.Type, t.SalientName
+	case AllowanceReferral, AllowanceNoData:
+		return t.Class, 0, t.SalientName
+	case AllowanceNXDomain:
+		return 0, 0, t.SalientName
+	}
+	return 0, 0, ""
+}
