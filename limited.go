@@ -82,7 +82,7 @@ func (r *RRL) Limited(n int, order LimitedOrder) []LimitedAccount {
 	}
 	top := topLimited{order: order, out: make([]LimitedAccount, 0, min(n, recordPlaces))}
 	for i := range rec.entries {
-		place := &rec.lines[i/recordWays][i%recordWays]
+		place := rec.place(i)
 		key := place.key.Load()
 		if key == 0 {
 			continue

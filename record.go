@@ -13,10 +13,11 @@ import (
 // the episode ends on a Debit (or when Limited finds it ended otherwise); while it is in debt, each
 // response it limited (or request it refused) adds one to its place's
 // count: a refusal counts at the one account whose limit decided it, even
-// when the response put two accounts in debt (see note). A key may
-// take one of recordWays places, whose keys and counts share one cache
-// line, so that counting reads and writes that line only. When all of them
-// are taken, a new episode takes the place of an account that is no
+// when the response put two accounts in debt (see note). A key may take
+// one of the recordWays places of either of two lines (see places), each
+// line's keys and counts one cache line, so that counting reads and writes
+// one line, or two when the key went to its second. When all of them are
+// taken, a new episode takes the place of an account that is no
 // longer limited (its episode ended by EndQuietEpisodes or its place in
 // the table lost), or else that of the one with the fewest refusals: the
 // record keeps the heaviest of the accounts being limited, at most
@@ -51,7 +52,10 @@ type limitedRecord struct {
 
 // recordLine is the keys and refusal counts of recordWays places: one
 // cache line. Key 0 is an empty place.
-type recordLine [recordWays]struct{ key, refused atomic.Uint64 }
+type recordLine [recordWays]recordPlace
+
+// recordPlace is a place's key and refusal count.
+type recordPlace struct{ key, refused atomic.Uint64 }
 
 // recordEntry is the rest of a place, written when an episode starts and
 // read by Limited, under its lock.
@@ -65,10 +69,30 @@ type recordEntry struct {
 	since        int64 // internal time
 }
 
-// line returns the line of places that key may take.
-func (rec *limitedRecord) line(key uint64) (*recordLine, int) {
-	i := int(key * 0x9e3779b97f4a7c15 >> 55) // 9 bits: 512 lines
-	return &rec.lines[i], i * recordWays
+// places returns the first places of the two lines that key may take, the
+// second picked by another hash than the first: two choices, so that the
+// record holds any few hundred accounts without one line overflowing,
+// where a line of its own for each key overflows, with 200 accounts, one
+// time in 30.
+func (rec *limitedRecord) places(key uint64) [2]int {
+	return [2]int{int(key*0x9e3779b97f4a7c15>>55) * recordWays, int((key^key>>29)*0xbf58476d1ce4e5b9>>55) * recordWays}
+}
+
+// place returns the key and count of place i.
+func (rec *limitedRecord) place(i int) *recordPlace {
+	return &rec.lines[i/recordWays][i%recordWays]
+}
+
+// find returns the place of the record that holds key, or -1.
+func (rec *limitedRecord) find(key uint64) int {
+	for _, first := range rec.places(key) {
+		for i := first; i < first+recordWays; i++ {
+			if rec.place(i).key.Load() == key {
+				return i
+			}
+		}
+	}
+	return -1
 }
 
 // SetRecordLimited sets whether the RRL keeps the record of the accounts
@@ -94,17 +118,13 @@ func (rec *limitedRecord) note(acc *accounts, n network, t *ResponseTuple, key u
 	if !d.edge && !decides {
 		return
 	}
-	line, _ := rec.line(key)
-	for w := range line {
-		if line[w].key.Load() != key {
-			continue
-		}
-		if d.edge {
-			line[w].key.CompareAndSwap(key, 0) // the episode ended
-		} else {
-			line[w].refused.Add(1)
-		}
-		return
+	i := rec.find(key)
+	switch {
+	case i < 0:
+	case d.edge:
+		rec.place(i).key.CompareAndSwap(key, 0) // the episode ended
+	default:
+		rec.place(i).refused.Add(1)
 	}
 }
 
@@ -116,16 +136,15 @@ func (rec *limitedRecord) startEpisode(acc *accounts, n network, t *ResponseTupl
 	if key == 0 {
 		return // the empty place's key: never a hash in practice
 	}
-	line, first := rec.line(key)
-	for range recordWays { // another episode may claim the place first
-		w, old := rec.victim(acc, line, first, key, now)
-		e := &rec.entries[first+w]
+	for range 2 * recordWays { // another episode may claim the place first
+		i, old := rec.victim(acc, key, now)
+		e, at := &rec.entries[i], rec.place(i)
 		e.mu.Lock()
 		// Claimed under the entry's lock: Limited, which reads the key
 		// and then locks the entry, never pairs the new key with the
 		// old account's entry.
-		if line[w].key.CompareAndSwap(old, key) {
-			line[w].refused.Store(b2u(decides))
+		if at.key.CompareAndSwap(old, key) {
+			at.refused.Store(b2u(decides))
 			e.key, e.kind, e.net, e.since = key, kind, n, now
 			e.class, e.qtype, e.name = 0, 0, ""
 			if t != nil {
@@ -138,28 +157,38 @@ func (rec *limitedRecord) startEpisode(acc *accounts, n network, t *ResponseTupl
 	}
 }
 
-// victim returns the way of line (whose first place is first) that the
-// account key takes, and the key it holds now.
-func (rec *limitedRecord) victim(acc *accounts, line *recordLine, first int, key uint64, now int64) (int, uint64) {
-	for w := range line {
-		if k := line[w].key.Load(); k == key || k == 0 {
-			return w, k
+// victim returns the place that the account key takes, of the two lines
+// it may take, and the key it holds now: its own, else an empty one, else
+// one whose account is no longer limited, else the one with the fewest
+// refusals.
+func (rec *limitedRecord) victim(acc *accounts, key uint64, now int64) (int, uint64) {
+	if i := rec.find(key); i >= 0 {
+		return i, key
+	}
+	lines := rec.places(key)
+	for _, first := range lines {
+		for i := first; i < first+recordWays; i++ {
+			if rec.place(i).key.Load() == 0 {
+				return i, 0
+			}
 		}
 	}
 	fewest, fewestKey := 0, uint64(0)
-	for w := range line {
-		e := &rec.entries[first+w]
-		e.mu.Lock()
-		k, kind := e.key, e.kind
-		e.mu.Unlock()
-		if line[w].key.Load() != k {
-			continue // being claimed
-		}
-		if _, limited, sure := acc.limitedTat(k, kind, now); sure && !limited {
-			return w, k // its episode is over, or its place lost
-		}
-		if fewestKey == 0 || line[w].refused.Load() < line[fewest].refused.Load() {
-			fewest, fewestKey = w, k
+	for _, first := range lines {
+		for i := first; i < first+recordWays; i++ {
+			e := &rec.entries[i]
+			e.mu.Lock()
+			k, kind := e.key, e.kind
+			e.mu.Unlock()
+			if rec.place(i).key.Load() != k {
+				continue // being claimed
+			}
+			if _, limited, sure := acc.limitedTat(k, kind, now); sure && !limited {
+				return i, k // its episode is over, or its place lost
+			}
+			if fewestKey == 0 || rec.place(i).refused.Load() < rec.place(fewest).refused.Load() {
+				fewest, fewestKey = i, k
+			}
 		}
 	}
 	return fewest, fewestKey

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestConcurrentStress runs many goroutines through one RRL (half of them
@@ -204,4 +206,89 @@ func TestConcurrentSharedAccounts(t *testing.T) {
 			t.Errorf("stats %s, %d starts, %d stops", s, starts.Load(), stops.Load())
 		}
 	})
+}
+
+// TestLimitedAmidSpray floods 200 networks into debt, then keeps flooding
+// them while a spray of new sources fills a table of 20,000 accounts and
+// turns it over, moving accounts between their buckets to make room, and
+// a reader calls Limited all the while: every call must list all 200, the
+// flood keeping them in debt on a clock that stands still. Limited looks
+// the accounts of its record up in the table; a lookup that missed an
+// account as it moved would drop it from the record for good. Run it
+// under -race.
+func TestLimitedAmidSpray(t *testing.T) {
+	const flooded, sprayers, perSprayer = 200, 2, 15_000
+	for round := range 30 {
+		c := NewConfig()
+		for k, v := range map[string]string{"responses-per-second": "5", "max-table-size": "20000"} {
+			if err := c.SetValue(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.SetRecordLimited(true)
+		c.SetClock(NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+		r := NewRRL(c)
+		victims := make([]netip.Addr, flooded)
+		a := answer("www.example.")
+		for i := range victims {
+			victims[i] = netip.AddrFrom4([4]byte{172, 16 + byte(i/250), byte(i % 250), 1})
+			for range 7 { // 5 a second with a second's credit: the sixth is in debt
+				r.DebitAddr(victims[i], true, a)
+			}
+		}
+		var spraying sync.WaitGroup
+		var done atomic.Bool
+		for g := range sprayers {
+			spraying.Go(func() {
+				for i := range perSprayer {
+					r.DebitAddr(spraySource(g*perSprayer+i), true, a)
+				}
+			})
+		}
+		var flooding sync.WaitGroup
+		flooding.Go(func() {
+			for i := 0; !done.Load(); i++ {
+				r.DebitAddr(victims[i%flooded], true, a)
+			}
+		})
+		reads, missing := 0, map[netip.Prefix]int{}
+		var reading sync.WaitGroup
+		reading.Go(func() {
+			for !done.Load() {
+				listed := map[netip.Prefix]bool{}
+				for _, l := range r.Limited(recordPlaces, ByDebt) {
+					listed[l.Network] = true
+				}
+				for _, v := range victims {
+					if p := netip.PrefixFrom(v, 24).Masked(); !listed[p] {
+						missing[p]++
+					}
+				}
+				reads++
+			}
+		})
+		spraying.Wait()
+		done.Store(true)
+		flooding.Wait()
+		reading.Wait()
+		if s := r.GetStats(false); s.Evictions == 0 {
+			t.Fatalf("round %d: the spray recycled no account (%d held)", round, s.CacheLength)
+		}
+		if len(missing) > 0 {
+			t.Errorf("round %d: %d of %d flooded networks were missing from some of %d calls of Limited (%v ...)",
+				round, len(missing), flooded, reads, first(missing))
+		}
+		t.Logf("round %d: %d calls of Limited, %d evictions", round, reads, r.GetStats(false).Evictions)
+		if reads == 0 {
+			t.Errorf("round %d: Limited was never called during the spray", round)
+		}
+	}
+}
+
+// first returns one key of m and its value, for a message.
+func first(m map[netip.Prefix]int) string {
+	for k, v := range m {
+		return fmt.Sprintf("%s missing from %d calls", k, v)
+	}
+	return ""
 }

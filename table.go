@@ -226,23 +226,25 @@ type table struct {
 	sweepAt uint64 // the bucket where the next sweep starts
 }
 
-// tableHooks let a test act between the steps of the table's protocol. A
-// table made by newTable has a step hook of nil, maxWaits 100 and a wait
-// that yields the processor.
+// tableHooks let a test act between the steps of the table's protocol, and
+// set how long a search waits. A table made by newTable has a step hook of
+// nil, a wait that yields the processor, maxWaits 100 and lookupWaits
+// 65,536.
 type tableHooks struct {
-	step     func(tableStep) // called at each step named below, when not nil
-	wait     func()          // called while a search waits for an entry moving in
-	maxWaits int             // the most waits of one search (see findOrAdd)
+	step        func(tableStep) // called at each step named below, when not nil
+	wait        func()          // called while a search waits for an entry moving in
+	maxWaits    int             // the most waits of findOrAdd, which then adds the entry itself
+	lookupWaits int             // the most waits of lookup, which then says it is not sure
 }
 
 // tableStep names a point in the table's protocol where a hook runs.
 type tableStep uint8
 
 const (
-	stepFirstRead      tableStep = iota // a search has read an entry's first bucket (rule 1)
+	stepFirstRead      tableStep = iota // a search has read an entry's first bucket, not yet its spill count (rules 1-3)
 	stepBetweenBuckets                  // a search is about to read an entry's second bucket
-	stepClaimed                         // moveAside has claimed the entry it moves (rule 4)
-	stepVisible                         // put has made the moved entry visible in its new place (rules 2, 3)
+	stepVisible                         // an entry added or moved is visible in its place, its move not yet counted (rule 2)
+	stepMovedIn                         // a move has lowered the spill count of the entry's first bucket, if it was one (rule 3)
 )
 
 // step runs the step hook, if any.
@@ -264,7 +266,7 @@ func newTable(size int, rank rankFunc) *table {
 	t := &table{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, small: nb <= smallBuckets, rank: rank}
 	t.size, t.keep = int64(size), int64(size)/128
 	t.free.Store(t.size)
-	t.hooks = tableHooks{wait: runtime.Gosched, maxWaits: 100}
+	t.hooks = tableHooks{wait: runtime.Gosched, maxWaits: 100, lookupWaits: 1 << 16}
 	t.pages = make([]atomic.Pointer[page], (nb+pageBuckets-1)/pageBuckets)
 	for i := range t.pages {
 		t.pages[i].Store(&noPage)
@@ -403,9 +405,11 @@ func (t *table) findFirst(i uint64, id uint32) (entry, bool) {
 // holds it, without adding it or allocating a page. Unlike findFirst it is
 // safe while entries move: it reads the entry's second bucket when its
 // first has spilled, looks again when a move came in behind it (rule 1),
-// and waits for the entry while it is moving in. Its second result says
-// whether the answer is sure: false only when the entry was still moving
-// in after maxWaits waits.
+// and waits for the entry while it is moving in: a move is a few stores
+// of a goroutine that is running, so the wait is short unless that
+// goroutine is descheduled. Its third result says whether the answer is
+// sure: false only when the entry was still moving in after lookupWaits
+// waits.
 func (t *table) lookup(i uint64, id uint32) (e entry, found, sure bool) {
 	for waits := 0; ; {
 		e, found, moving, settled := t.look(i, id)
@@ -415,7 +419,7 @@ func (t *table) lookup(i uint64, id uint32) (e entry, found, sure bool) {
 		case settled && !moving:
 			return entry{}, false, true
 		case moving:
-			if waits++; waits > t.hooks.maxWaits {
+			if waits++; waits > t.hooks.lookupWaits {
 				return entry{}, false, false
 			}
 			t.hooks.wait()
@@ -546,6 +550,7 @@ func (t *table) add(i uint64, p place, id uint32, first uint64) (entry, recycled
 	b.setInSecond(j, from != nil)
 	was := renew(&b.word[j], first)
 	b.ident[j].Store(id)
+	t.step(stepVisible)
 	switch {
 	case p.old == 0:
 		t.free.Add(-1)
@@ -822,7 +827,6 @@ func (t *table) claim(b *bucket, j int, y uint32) (uint64, bool) {
 	for {
 		v := b.word[j].Load()
 		if b.word[j].CompareAndSwap(v, v+generationOne) { // the generation, in the top bits, wraps
-			t.step(stepClaimed)
 			return v, true
 		}
 	}
@@ -853,6 +857,7 @@ func (t *table) put(p place, y uint32, v uint64, wasSecond bool, from *bucket) {
 	} else {
 		p.b.state.Add(moveOne)
 	}
+	t.step(stepMovedIn)
 }
 
 // sweepBuckets bounds the buckets that one sweep looks at: 2 MB of table,
