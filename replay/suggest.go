@@ -91,12 +91,12 @@ type Suggestion struct {
 	Zones    []string            `json:"zones,omitempty"`
 	Attacks  []*NamedAttack      `json:"attacks"`
 	// AttacksNotListed are named networks beyond the list's cap.
-	AttacksNotListed int    `json:"attacks_not_listed,omitempty"`
-	Rule             string `json:"rule"`
-	Networks         int    `json:"networks"`           // client networks seen
-	Untracked        int64  `json:"untracked,omitzero"` // charges beyond the profile's caps, not in the peaks
-	Messages         int64  `json:"messages"`
-	Seconds          float64 `json:"seconds"`
+	AttacksNotListed int              `json:"attacks_not_listed,omitempty"`
+	Rule             string           `json:"rule"`
+	Networks         int              `json:"networks"`           // client networks seen
+	Untracked        int64            `json:"untracked,omitzero"` // charges beyond the profile's caps, not in the peaks
+	Messages         int64            `json:"messages"`
+	Seconds          float64          `json:"seconds"`
 	Check            *SuggestionCheck `json:"check,omitempty"`
 
 	opts      Options
@@ -117,9 +117,9 @@ type SuggestedSetting struct {
 	// Peak is the busiest second of the ordinary traffic it limits, per
 	// second (bytes for all-bytes-per-second), of PeakOf; Margin is the
 	// value over the peak. Both are absent for a setting without a peak.
-	Peak   float64 `json:"ordinary_peak,omitempty"`
-	PeakOf string  `json:"peak_of,omitempty"`
-	Margin float64 `json:"margin,omitempty"`
+	Peak    float64 `json:"ordinary_peak,omitempty"`
+	PeakOf  string  `json:"peak_of,omitempty"`
+	Margin  float64 `json:"margin,omitempty"`
 	measure int
 }
 

@@ -94,7 +94,11 @@ func (sg *Suggestion) writeCheck(b *strings.Builder) {
 	}
 	b.WriteString("#   headroom, the busiest ordinary peak as a share of each allowance:\n")
 	for _, h := range ck.Headroom {
-		fmt.Fprintf(b, "#     %-22s %g: %g/s (%s), %.0f%%\n", h.Keyword, h.Allowance, h.Peak, h.Of, h.Percent)
+		unit := "/s"
+		if h.Keyword == "all-bytes-per-second" {
+			unit = " bytes/s"
+		}
+		fmt.Fprintf(b, "#     %-22s %g: %g%s (%s), %.0f%%\n", h.Keyword, h.Allowance, h.Peak, unit, h.Of, h.Percent)
 	}
 }
 

@@ -336,3 +336,32 @@ func TestSuggestHTML(t *testing.T) {
 		t.Error("page lacks the attacks marked, or the suggestion")
 	}
 }
+
+// FuzzSuggest: whatever the input, a suggestion is made or refused with an
+// error, never a panic.
+func FuzzSuggest(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(pcapOf(f, ethernet, false, nil))
+	f.Add(pcapOf(f, ethernet, false, traffic(f, 2, 20, 0.3, 0.1)))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s, err := replay.NewSuggester(replay.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Replay().Read(bytes.NewReader(in)) // a damaged input is an error, or is skipped
+		sg, err := s.Suggest()
+		if err != nil {
+			return
+		}
+		r, err := sg.NewCheck()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Read(bytes.NewReader(in))
+		sg.Checked(r)
+		var b strings.Builder
+		if err := replay.WriteSuggestion(&b, sg); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
