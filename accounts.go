@@ -1,5 +1,7 @@
 package rrl
 
+import "math/bits"
+
 // The accounts join the table (table.go) and the arithmetic (balance.go):
 // an account is an entry of the table whose label is its LimitKind and
 // whose word is its balance. A debit finds the account, works out its new
@@ -21,9 +23,17 @@ func newAccounts(size int) accounts {
 	return accounts{t: newTable(size, accountRank)}
 }
 
-// accountRank is the table's rank of an account: see balance.rank.
-func accountRank(label uint8, word uint64, now int64) int64 {
-	return balance(word).rank(LimitKind(label).Request(), now)
+// accountRank is the table's rank of accounts: see balance.rank.
+func accountRank(b *bucket, mask, labels uint32, now int64) (int, int64) {
+	low, lowest := -1, int64(0)
+	for m := mask; m != 0; m &= m - 1 {
+		j := bits.TrailingZeros32(m)
+		request := LimitKind(labels >> (4 * j) & 0xf).Request()
+		if r := balance(b.wordAt(j)).rank(request, now); low < 0 || r < lowest {
+			low, lowest = j, r
+		}
+	}
+	return low, lowest
 }
 
 // gone describes an account whose limiting episode ended without a debit
@@ -61,7 +71,10 @@ func (a *accounts) debitAgain(i uint64, id uint32, now int64, l limit, s *stripe
 	for {
 		e, added, r := a.t.findOrAdd(i, id, now, uint64(firstDebit(now, l)))
 		if r.ok {
-			a.recycled(r, s)
+			s.evictions.Add(1)
+			if a.evicted != nil {
+				a.recycled(r)
+			}
 		}
 		if added {
 			return debited{act: Send}
@@ -78,11 +91,10 @@ func (a *accounts) debitAgain(i uint64, id uint32, now int64, l limit, s *stripe
 	}
 }
 
-// recycled counts an account whose place a new one took, and tells
-// evicted if it was in a limiting episode.
-func (a *accounts) recycled(r recycled, s *stripe) {
-	s.evictions.Add(1)
-	if a.evicted != nil && balance(r.word).limited() {
+// recycled tells evicted of an account whose place a new one took, if it
+// was in a limiting episode.
+func (a *accounts) recycled(r recycled) {
+	if balance(r.word).limited() {
 		a.evicted(gone{r.id, LimitKind(r.label)})
 	}
 }

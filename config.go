@@ -89,7 +89,7 @@ type Config struct {
 	manual   *ManualClock // SetClock; if set, nowFunc is nil
 	observer func(Event)
 
-	recordLimited bool // SetRecordLimited (limited.go)
+	recordLimited bool // SetRecordLimited (record.go)
 }
 
 // NewConfig returns a Config with every default set. A default Config limits

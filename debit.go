@@ -9,9 +9,9 @@ import (
 // address and network and the clock; debitUDP goes straight to the tuple's
 // account when nothing else is configured, debitChecked applies every
 // check in the order Debit documents; chargeRequest, chargeNetwork and
-// chargeTuple debit the accounts through debitAccount, which does so with
-// one compare-and-swap of the account's balance in its bucket (a new
-// account moves in with more, see bucketTable.add); the outcome is
+// chargeTuple (charge.go) debit the accounts through accounts.debit, which
+// does so with one compare-and-swap of the account's balance in its bucket
+// (a new account moves in with more, see table.add); the outcome is
 // counted in the calling goroutine's stripe of the statistics (stripes.go).
 
 // Debit charges one response to src's accounts and says what to do with it:

@@ -186,11 +186,17 @@
 // injected clock, which tests use). It reads the account's bucket, works
 // out the new balance and writes it with one compare-and-swap, again if
 // another Debit changed it in between; a new account moves into its place
-// with a compare-and-swap of the ident and is written already debited. An
-// account moved to its other bucket is first marked moving, so that
-// Debits seeking it wait, and its balance put in a new generation, so that
-// a Debit that read it before fails and looks again.
-// The only wait is that of a Debit
+// with a compare-and-swap of the ident and is written already debited.
+// Every account that takes a place, and every account claimed for a move
+// to its other bucket, puts the place's balance in a new generation, so
+// that a Debit that read it before fails and looks again; a Debit whose
+// swap lands anyway (the place's three generation bits came round, eight
+// accounts through one place while it stood between its read and its
+// write) checks the ident after the swap, finds another account there,
+// and takes its swap back. A search reads an account's two buckets one
+// after the other, and counts the moves into them before and after, so
+// that an account moving between them is never missed (the rules and
+// their tests are in table.go). The only wait is that of a Debit
 // that seeks an account another is adding at that instant: it yields
 // until the account is there, at most a hundred times, and then adds it
 // itself (the second copy is recycled in time, with the debits made to
@@ -201,4 +207,36 @@
 // GetStats adds them up. EndQuietEpisodes sweeps at most 32,768 buckets per
 // call (the whole of a table of the default size), resuming where the last
 // call stopped.
+//
+// # Layers
+//
+// The package's files are layers, each calling only those below it (the
+// order is checked by TestLayers, with go/types):
+//
+//	vocabulary  action.go tuple.go limitkind.go event.go clock.go key.go
+//	            the types of the API, the clock, the client network and
+//	            the keyed hash of an account
+//	settings    values.go suggest.go config.go stats.go
+//	            parsing and checking the keywords; the Config; the Stats
+//	store       table.go
+//	            a concurrent map from an entry's ident to a 64-bit word:
+//	            buckets, two choices, moves and their rules, recycling by
+//	            a rank the caller gives; it knows nothing of balances
+//	arithmetic  balance.go
+//	            the rate arithmetic as pure functions on a balance: charge,
+//	            debt, slip or drop, the request charge and its refund, the
+//	            sweep's quieting, the rank
+//	accounts    stripes.go accounts.go
+//	            the two joined: debit an account, look one up, refund,
+//	            sweep; the counting of outcomes
+//	allowances  allowances.go qps.go record.go
+//	            the settings in the accounts' units and their scaling by
+//	            qps-scale; the record of accounts being limited
+//	features    rrl.go charge.go prefixes.go sent.go limited.go debit.go
+//	            the RRL, the charges of its accounts with their events,
+//	            the protections beyond BIND, the entry points
+//
+// No file above the accounts reads the bits of a balance or a bucket's
+// places.
+
 package rrl

@@ -60,7 +60,7 @@ type LimitedAccount struct {
 // debt, in the given order: the heaviest of those the record holds (see
 // above). An account drops out once back in credit, though its episode
 // (and the observer's stop event) may last until EndQuietEpisodes ends it
-// (see the comment at the top of limited.go). It reads the
+// (see the comment at the top of record.go). It reads the
 // record once, at most 2,048 accounts, and looks each up in the table, so
 // it costs the same whatever the size of the table; it allocates only the
 // slice it returns, and Debits run on meanwhile. An account whose episode

@@ -2,7 +2,6 @@ package rrl
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
@@ -76,7 +75,7 @@ func TestIPv6Levels(t *testing.T) {
 // TestRefusedRequestsUncharged: a request that one account refuses is
 // charged to none of the others, the network's requests-per-second
 // account and the prefixes before it, in a large table and in a table of
-// one page, which find leaves to debitAccount.
+// one page, whose one set a lookup searches whole.
 func TestRefusedRequestsUncharged(t *testing.T) {
 	for _, size := range []string{"100000", "64"} {
 		t.Run(size, func(t *testing.T) {
@@ -450,34 +449,6 @@ func TestLimitedRecordsPrefixRefusals(t *testing.T) {
 	}
 	if network.Network != netip.MustParsePrefix("192.0.2.0/24") || network.Refused != 4 {
 		t.Errorf("the network: %+v, want 192.0.2.0/24 refused 4 times", network)
-	}
-}
-
-// TestRequestChargedIsChargeThenLimitedAfter: the request debit's charge,
-// written in one, leaves every balance as charge and limitedAfter do, and
-// refuses the same charges, over tats in debt, in credit, full and past
-// full, in and out of an episode, with slip counts and generations.
-func TestRequestChargedIsChargeThenLimitedAfter(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, interval := range []int64{1, 1e3, 1e6, 25e6, 1e9, 7e9, 100e9} {
-		l := requestLimitOf(interval)
-		for range 20000 {
-			now := rng.Int64N(1<<62) - 1<<61
-			tat := now + rng.Int64N(4*(l.credit+l.interval)) - 3*(l.credit+l.interval)
-			switch rng.IntN(4) {
-			case 0:
-				tat = now - rng.Int64N(1<<55) // long idle
-			case 1: // at an edge: full credit and an interval, full credit, an interval
-				edges := [...]int64{now - l.credit - l.interval, now - l.credit, now - l.interval, now}
-				tat = edges[rng.IntN(len(edges))] + rng.Int64N(3) - 1
-			}
-			old := balance(rng.Uint64()).withTat(tat)
-			v, inDebt := old.charge(now, l)
-			want := v.withLimited(old.limitedAfter(now, l, inDebt))
-			if got, refused := old.requestCharged(now, l); got != want || refused != inDebt {
-				t.Fatalf("interval %d now %d balance %#x: got %#x refused %v, want %#x %v", interval, now, old, got, refused, want, inDebt)
-			}
-		}
 	}
 }
 

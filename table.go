@@ -197,15 +197,23 @@ func identOf(key uint64, label uint8) uint32 {
 // labelOf returns the label of the entry whose ident is id.
 func labelOf(id uint32) uint8 { return uint8(id >> 1 & 0xf) }
 
-// rankFunc orders the entries of a full set for recycling, by their label
-// and word at now: the one of lowest rank goes first.
-type rankFunc func(label uint8, word uint64, now int64) int64
+// rankFunc orders the entries of a full set for recycling: of the
+// entries of bucket b that mask picks (bit j for place j, each held and
+// not moving in), whose labels are the 4-bit fields of labels (place j's
+// at bit 4j), it returns the place of the one of lowest rank at now (the
+// first such), which goes first, and its rank. It reads their words with
+// b.wordAt. The table calls it once for a bucket, so that a new entry
+// costs one call.
+type rankFunc func(b *bucket, mask, labels uint32, now int64) (j int, rank int64)
+
+// wordAt returns the word of place j, for a rankFunc.
+func (b *bucket) wordAt(j int) uint64 { return b.word[j].Load() }
 
 // table is the map of entries.
 type table struct {
 	buckets     uint64 // number of buckets
 	base, extra uint64 // bucket i holds base entries, one more if i < extra
-	small       bool   // one set of every bucket: at most a page
+	sets        uint64 // 1 in a table of at most a page, one set of every bucket; else one set a bucket
 	pages       []atomic.Pointer[page]
 	rank        rankFunc
 
@@ -263,7 +271,10 @@ const pageBuckets = 64
 // rank.
 func newTable(size int, rank rankFunc) *table {
 	nb := (uint64(size) + slotsPerBucket - 1) / slotsPerBucket
-	t := &table{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, small: nb <= smallBuckets, rank: rank}
+	t := &table{buckets: nb, base: uint64(size) / nb, extra: uint64(size) % nb, sets: nb, rank: rank}
+	if nb <= smallBuckets {
+		t.sets = 1
+	}
 	t.size, t.keep = int64(size), int64(size)/128
 	t.free.Store(t.size)
 	t.hooks = tableHooks{wait: runtime.Gosched, maxWaits: 100, lookupWaits: 1 << 16}
@@ -284,12 +295,10 @@ func (t *table) held() int64 { return t.size - t.free.Load() }
 // index returns the number of the set of the entry whose key is key: the
 // key's high half scaled to the number of sets. In a table larger than a
 // page, set i is bucket i, the entry's first bucket.
-func (t *table) index(key uint64) uint64 {
-	if t.small {
-		return 0
-	}
-	return (key >> 32) * t.buckets >> 32
-}
+func (t *table) index(key uint64) uint64 { return (key >> 32) * t.sets >> 32 }
+
+// small reports whether the table is one set: at most a page.
+func (t *table) small() bool { return t.sets == 1 }
 
 // alt returns the other bucket of the entry with ident id in bucket i of a
 // table larger than a page: its second bucket if i is its first, its first
@@ -389,7 +398,7 @@ func (e entry) takeBack(old, new uint64) bool {
 // first bucket, as nine in ten are in a full table, costs one cache line;
 // findOrAdd finds the others.
 func (t *table) findFirst(i uint64, id uint32) (entry, bool) {
-	if t.small {
+	if t.small() {
 		return entry{}, false
 	}
 	b := &t.pages[i/pageBuckets].Load()[i%pageBuckets]
@@ -431,7 +440,7 @@ func (t *table) lookup(i uint64, id uint32) (e entry, found, sure bool) {
 // moving in, and whether the search was settled (no move came in behind
 // it).
 func (t *table) look(i uint64, id uint32) (e entry, found, moving, settled bool) {
-	if t.small {
+	if t.small() {
 		e, found, moving = t.lookSmall(id)
 		return e, found, moving, true
 	}
@@ -534,7 +543,7 @@ type place struct {
 func (t *table) add(i uint64, p place, id uint32, first uint64) (entry, recycled, bool) {
 	b, j := p.b, p.j
 	var from *bucket // the entry's first bucket, if p is in its second
-	if !t.small && p.k != i {
+	if !t.small() && p.k != i {
 		from = t.bucket(i)
 		from.addSpill() // before the entry can be seen in its second bucket (rule 2)
 	}
@@ -581,7 +590,7 @@ func renew(w *atomic.Uint64, v uint64) uint64 {
 // goroutine that has not finished. It reads the two buckets again if an
 // entry moved into either while it read them (rule 1).
 func (t *table) victim(i uint64, id uint32, now int64) (p place, moving bool) {
-	if t.small {
+	if t.small() {
 		return t.victimSmall(id, now)
 	}
 	// One pass looks for the entry, an empty place and the entry of lowest
@@ -592,13 +601,31 @@ func (t *table) victim(i uint64, id uint32, now int64) (p place, moving bool) {
 	first := t.bucket(i)
 	for {
 		moves := first.moves() // before the idents (rule 1)
-		own, empty, low, m := t.scanFirst(first, i, id, now)
-		if own.b != nil {
-			return own, false
+		empty, moving := -1, false
+		var c candidates // those that may be recycled
+		for j := range t.capacity(i) {
+			switch v := first.ident[j].Load(); {
+			case v == id:
+				return place{first, i, j, id}, false
+			case v == 0:
+				if empty < 0 {
+					empty = j
+				}
+			case v == id&^1:
+				moving = true
+			case v&1 == 1: // not moving in
+				c.add(j, v)
+			}
 		}
 		t.step(stepFirstRead)
-		if first.hasSpilled() || empty.b == nil && t.free.Load() > 0 {
-			if q, qMoving, ok := t.victimSecond(i, id, first, moves, low, empty, m); ok {
+		var e, low place
+		if empty >= 0 {
+			e = place{first, i, empty, 0}
+		} else {
+			low, _ = t.lowest(&c, first, i, now)
+		}
+		if first.hasSpilled() || empty < 0 && t.free.Load() > 0 {
+			if q, qMoving, ok := t.victimSecond(i, id, first, moves, low, e, moving); ok {
 				return q, qMoving
 			}
 			continue
@@ -606,35 +633,36 @@ func (t *table) victim(i uint64, id uint32, now int64) (p place, moving bool) {
 		if first.moves() != moves {
 			continue // the entry may have moved in from its second bucket
 		}
-		if empty.b != nil {
-			return empty, m
+		if empty >= 0 {
+			return e, moving
 		}
-		return low, m
+		return low, moving
 	}
 }
 
-// scanFirst reads bucket first, number i, for the entry with ident id:
-// its place if there, else the first empty place, the place of lowest rank
-// at now, and whether the entry is moving in.
-func (t *table) scanFirst(first *bucket, i uint64, id uint32, now int64) (own, empty, low place, moving bool) {
-	var lowest int64
-	for j := range t.capacity(i) {
-		switch v := first.ident[j].Load(); {
-		case v == id:
-			return place{first, i, j, id}, place{}, place{}, false
-		case v == 0:
-			if empty.b == nil {
-				empty = place{first, i, j, 0}
-			}
-		case v == id&^1:
-			moving = true
-		case v&1 == 1: // not moving in
-			if r := t.rank(labelOf(v), first.word[j].Load(), now); low.b == nil || r < lowest {
-				low, lowest = place{first, i, j, v}, r
-			}
-		}
+// candidates are the entries of a bucket that may be recycled (held, not
+// moving in): a mask of their places, their labels for the rank, and
+// their idents.
+type candidates struct {
+	mask, labels uint32
+	idents       [slotsPerBucket]uint32
+}
+
+// add adds the entry with ident v, in place j.
+func (c *candidates) add(j int, v uint32) {
+	c.mask |= 1 << j
+	c.labels |= uint32(labelOf(v)) << (4 * j)
+	c.idents[j] = v
+}
+
+// lowest returns the place of lowest rank of the candidates of bucket b,
+// number k, and its rank; a place of nil bucket if there are none.
+func (t *table) lowest(c *candidates, b *bucket, k uint64, now int64) (place, int64) {
+	if c.mask == 0 {
+		return place{}, 0
 	}
-	return place{}, empty, low, moving
+	j, r := t.rank(b, c.mask, c.labels, now)
+	return place{b, k, j, c.idents[j]}, r
 }
 
 // victimSecond is victim's look at the second bucket of the entry with
@@ -713,6 +741,7 @@ func (t *table) victimSmall(id uint32, now int64) (p place, moving bool) {
 	lowest := int64(0)
 	for k := range t.buckets {
 		b := &pg[k]
+		var c candidates
 		for j := range t.capacity(k) {
 			switch v := b.ident[j].Load(); {
 			case v == id: // added by another goroutine since the first look
@@ -720,10 +749,11 @@ func (t *table) victimSmall(id uint32, now int64) (p place, moving bool) {
 			case v == id&^1:
 				moving = true
 			case v&1 == 1: // not moving in
-				if r := t.rank(labelOf(v), b.word[j].Load(), now); p.b == nil || r < lowest {
-					p, lowest = place{b, k, j, v}, r
-				}
+				c.add(j, v)
 			}
+		}
+		if q, r := t.lowest(&c, b, k, now); q.b != nil && (p.b == nil || r < lowest) {
+			p, lowest = q, r
 		}
 	}
 	return p, moving
@@ -892,7 +922,7 @@ func (t *table) sweep(visit func(e entry, id uint64)) {
 // ident and the lower of its two buckets (0 in a small table), unique
 // among the entries held at one time and the same in either bucket.
 func (t *table) entryIDAt(k uint64, id uint32) uint64 {
-	if t.small {
+	if t.small() {
 		return uint64(id)
 	}
 	return min(k, t.alt(k, id))<<32 | uint64(id)

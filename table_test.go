@@ -262,66 +262,6 @@ func TestLimitKindMatchesCategories(t *testing.T) {
 	}
 }
 
-// TestBalanceWraps checks that a tat kept modulo 2^56 reads right on both
-// sides of the points where internal time wraps, and that one from the far
-// past never reads as recent.
-func TestBalanceWraps(t *testing.T) {
-	l := limit{interval: int64(time.Second) / 5, credit: int64(time.Second), debt: 15 * int64(time.Second)}
-	for _, now := range []int64{0, 1 << 20, tatMask - int64(time.Second), tatMask, tatMask + 1, 3 * tatMask, maxClock - 1} {
-		for _, d := range []int64{-l.credit, -1, 0, 1, l.debt, maxAhead} {
-			v := balance(0).withTat(now + d)
-			if got := v.tat(now); got != now+d {
-				t.Errorf("now %#x: tat now%+d reads as now%+d", now, d, got-now)
-			}
-		}
-		// A tat from further back than the range can tell reads as old.
-		for _, age := range []int64{staleAge, 1 << 55, 1<<56 - maxAhead - 1} {
-			if got := balance(0).withTat(now - age).tat(now); got > now-l.credit {
-				t.Errorf("now %#x: a tat %#x ago reads as now%+d", now, age, got-now)
-			}
-		}
-	}
-}
-
-func TestBalanceCharge(t *testing.T) {
-	l := limit{interval: int64(time.Second) / 5, credit: int64(time.Second), debt: 2 * int64(time.Second)}
-	now := int64(1000 * time.Second)
-	v := fullCredit(now, l.credit) | balance(3*generationOne)
-	var inDebt bool
-	for i := range 5 {
-		if v, inDebt = v.charge(now, l); inDebt {
-			t.Fatalf("debit %d of a rate of 5 in debt", i+1)
-		}
-	}
-	if v, inDebt = v.charge(now, l); !inDebt {
-		t.Fatal("sixth debit in credit")
-	}
-	for range 100 {
-		v, _ = v.charge(now, l)
-	}
-	if got := v.tat(now) - now; got != l.debt {
-		t.Errorf("debt %d, want at most %d", got, l.debt)
-	}
-	if g := uint64(v) >> generationShift; g != 3 {
-		t.Errorf("the table's generation bits changed from 3 to %d", g)
-	}
-	// Slip counter: the first limited response slips, then every second.
-	var acts []Action
-	for range 5 {
-		var a Action
-		a, v = v.slipOrDrop(2)
-		acts = append(acts, a)
-	}
-	if acts[0] != Slip || acts[1] != Drop || acts[2] != Slip || acts[3] != Drop {
-		t.Errorf("slips %v", acts)
-	}
-	// Full credit earned back starts the count afresh.
-	v, _ = v.charge(now+10*int64(time.Second), l)
-	if v.slip() != 0 {
-		t.Errorf("slip %d after full credit", v.slip())
-	}
-}
-
 // model is a table's behaviour for one goroutine, written plainly:
 // a list of accounts per set (a bucket, or the whole of a small table), the
 // first empty place taken, else that of the account with the earliest tat
@@ -343,7 +283,7 @@ type modelAccount struct {
 func checkAgainstModel(t *testing.T, size int, keys []uint64, steps []int64) {
 	t.Helper()
 	tb := newTable(size, accountRank)
-	if !tb.small {
+	if !tb.small() {
 		checkTwoChoices(t, tb, keys, steps)
 		return
 	}
@@ -466,7 +406,7 @@ func checkTwoChoices(t *testing.T, tb *table, keys []uint64, steps []int64) {
 		b := tb.bucket(i)
 		for j := range tb.capacity(i) {
 			if v := b.ident[j].Load(); v != 0 {
-				cands = append(cands, candidate{i, v, tb.rank(labelOf(v), b.word[j].Load(), now)})
+				cands = append(cands, candidate{i, v, balance(b.word[j].Load()).rank(LimitKind(labelOf(v)).Request(), now)})
 			}
 		}
 		evictions := st.evictions.Load()
@@ -925,27 +865,6 @@ func findFull(tb *table, i uint64, id uint32, now, credit int64, s *stripe) (ent
 	return ref, r
 }
 
-// TestFirstDebitIsAChargeOfFullCredit: a new account moves in with
-// firstDebit, which must be what settle makes of full credit, for every
-// kind of limit (fast and slow rates, as qps-scale may make them, the
-// longest window, and request limits, which sink into no debt): the
-// response sent, nothing slipped, no episode begun.
-func TestFirstDebitIsAChargeOfFullCredit(t *testing.T) {
-	r := newTestRRL(t, newTestClock(), "window", "3600")
-	now := int64(5 * time.Hour)
-	for _, interval := range []int64{1, int64(time.Millisecond), int64(time.Second) / 3, int64(time.Second), 7 * int64(time.Second), 100 * int64(time.Second)} {
-		for _, l := range []limit{limitOf(interval, r.cfg.window), requestLimitOf(interval)} {
-			for _, kind := range []LimitKind{LimitResponses, LimitErrors, LimitRequests, LimitAll} {
-				l := l.withSlip(kind, 2)
-				v, d := settle(fullCredit(now, l.credit), now, l)
-				if v != firstDebit(now, l) || d != (debited{act: Send}) {
-					t.Errorf("interval %d, debt %d, %v: settle gives %#x %+v, firstDebit %#x", interval, l.debt, kind, v, d, firstDebit(now, l))
-				}
-			}
-		}
-	}
-}
-
 // TestAddWritesFirstAsGiven: findOrAdd writes a new account's balance as
 // the Debit made it, its generation aside, and says it added it; no other
 // Debit can see the account before that balance is there.
@@ -1385,15 +1304,6 @@ func chargeHeld(t *testing.T, n int, ref entry, added bool, now int64, l limit) 
 		t.Fatalf("op %d: store failed with no other goroutine", n)
 	}
 	return v
-}
-
-// fullCredit is the balance of an account with full credit at now.
-func fullCredit(now, credit int64) balance { return balance(0).withTat(now - credit) }
-
-// balance is load for an account: its balance.
-func (e entry) balance() (balance, bool) {
-	w, ok := e.load()
-	return balance(w), ok
 }
 
 // store is cas for an account's balances.
