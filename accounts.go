@@ -106,16 +106,18 @@ func (a *accounts) recycled(r recycled) {
 // which may well be there. It allocates nothing, not even a page of the
 // table.
 func (a *accounts) limitedTat(key uint64, kind LimitKind, now int64) (tat int64, limited, sure bool) {
-	e, found, sure := a.t.lookup(a.t.index(key), identOf(key, uint8(kind)))
-	if !found {
-		return 0, false, sure
+	i, id := a.t.index(key), identOf(key, uint8(kind))
+	for {
+		e, found, sure := a.t.lookup(i, id)
+		if !found {
+			return 0, false, sure
+		}
+		if w, ok := e.load(); ok {
+			v := balance(w)
+			return v.tat(now), v.limited(), true
+		}
+		// It moved, or lost its place, since the lookup: look again.
 	}
-	w, ok := e.load()
-	if !ok {
-		return 0, false, false // it moved or lost its place since the lookup
-	}
-	v := balance(w)
-	return v.tat(now), v.limited(), true
 }
 
 // refund gives back to the account for key, of the given kind, a charge by
