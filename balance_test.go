@@ -172,10 +172,10 @@ func TestRefundedUndoesACharge(t *testing.T) {
 func TestQuieted(t *testing.T) {
 	now := int64(1000 * time.Hour)
 	limited := balance(0).withLimited(true)
-	if v := limited.withTat(now - 10).quieted(now, now-20); !v.limited() {
+	if v := limited.withTat(now-10).quieted(now, now-20); !v.limited() {
 		t.Error("an account out of debt for 10 ns ended its episode, asked for 20")
 	}
-	if v := limited.withTat(now - 10).quieted(now, now-10); v.limited() {
+	if v := limited.withTat(now-10).quieted(now, now-10); v.limited() {
 		t.Error("an account out of debt since before kept its episode")
 	}
 	old := balance(0).withTat(now - staleAge - 1)

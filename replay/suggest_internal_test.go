@@ -60,8 +60,8 @@ func TestNameNetworks(t *testing.T) {
 		add(netip.AddrFrom4([4]byte{100, byte(i), 0, 0}).String()+"/24", 2, 5, 20, 2000, false)
 	}
 	add("198.51.100.0/24", 100, 1000, 1000, 1200000, false) // a reflection: one account, large
-	add("192.0.2.0/24", 40, 10, 400, 40000, false)         // a busy resolver: many accounts
-	add("203.0.113.0/24", 100, 1000, 1000, 1200000, true)  // heavy, but proven
+	add("192.0.2.0/24", 40, 10, 400, 40000, false)          // a busy resolver: many accounts
+	add("203.0.113.0/24", 100, 1000, 1000, 1200000, true)   // heavy, but proven
 	sg := &Suggestion{attackSet: map[netip.Prefix]bool{}}
 	sg.nameNetworks(nets)
 	if len(sg.Attacks) != 1 || sg.Attacks[0].Network != "198.51.100.0/24" {
