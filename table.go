@@ -62,7 +62,7 @@ import (
 // and counts the move; the caller of relocate then takes the old place
 // for the new entry. A search that reads the entry's two buckets one after
 // the other could see it in neither, so these rules hold, each with a
-// test that replays its interleaving (table_test.go):
+// test that replays its interleaving (table_rules_test.go):
 //
 //  1. A search counts the moves into a bucket before it reads the
 //     bucket's idents, and reads the count again after: a changed count
