@@ -27,6 +27,9 @@ func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l li
 	if d.edge || d.inDebt {
 		r.noteChargeBy(n, bits, key, kind, d, decides, now)
 	}
+	if r.watching.Load() {
+		r.watchCharge(n, bits, nil, key, kind, l.interval, now)
+	}
 	return d.inDebt
 }
 
@@ -76,10 +79,28 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, s *stripe, dec
 	if d.edge && r.observer != nil {
 		r.reportEdge(n, t, key, kind, d.inDebt)
 	}
+	if r.watching.Load() {
+		r.watchCharge(&n, n.bits, t, key, kind, l.interval, now)
+	}
 	if d.inDebt {
 		return d.act, RTRateLimit
 	}
 	return Send, RTOk
+}
+
+// watchCharge counts a charge of cost (nanoseconds of the account's
+// allowance) in the watch of the busiest accounts (watch.go), which is
+// armed, and disarms it once it has lingered past the last Top. A Top
+// that arms it again meanwhile has stored a later time, which puts the
+// flag back.
+func (r *RRL) watchCharge(n *network, bits uint8, t *ResponseTuple, key uint64, kind LimitKind, cost, now int64) {
+	w := r.watch.Load()
+	if !w.charge(n, bits, t, key, kind, cost, now) {
+		r.watching.Store(false)
+		if now <= w.until.Load() {
+			r.watching.Store(true)
+		}
+	}
 }
 
 // reportEdge tells the observer that the account charged (key, of the

@@ -229,12 +229,15 @@
 //	accounts    stripes.go accounts.go
 //	            the two joined: debit an account, look one up, refund,
 //	            sweep; the counting of outcomes
-//	allowances  allowances.go qps.go record.go
+//	allowances  allowances.go qps.go record.go watch.go
 //	            the settings in the accounts' units and their scaling by
-//	            qps-scale; the record of accounts being limited
-//	features    rrl.go charge.go prefixes.go sent.go limited.go debit.go
+//	            qps-scale; the record of accounts being limited; the
+//	            watch of the busiest accounts, armed by Top
+//	features    rrl.go charge.go prefixes.go sent.go limited.go top.go
+//	            debit.go
 //	            the RRL, the charges of its accounts with their events,
-//	            the protections beyond BIND, the entry points
+//	            the protections beyond BIND, Limited and Top, the entry
+//	            points
 //
 // No file above the accounts reads the bits of a balance or a bucket's
 // places.

@@ -141,3 +141,38 @@ func ExampleSuggest() {
 	// Window: did you mean window?
 	// frobnicate: no keyword is near
 }
+
+// An operator's tool asks Top for the accounts nearest their allowance:
+// the first call arms the watch and says how long until it has counted a
+// whole second, later calls answer at once.
+func ExampleRRL_Top() {
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := rrl.NewManualClock(start)
+	cfg := rrl.NewConfig()
+	cfg.SetValue("responses-per-second", "10")
+	cfg.SetClock(clock)
+	limiter := rrl.NewRRL(cfg)
+	_, wait := limiter.Top(10) // arms the watch
+	fmt.Println("wait", wait)
+	clock.Set(start.Add(wait))
+	www := &rrl.ResponseTuple{Class: 1, Type: 1, AllowanceCategory: rrl.AllowanceAnswer, SalientName: "www.example.org."}
+	for i := range 50 { // 25 responses a second to each of two networks, for two seconds
+		clock.Set(start.Add(wait + time.Duration(i)*40*time.Millisecond))
+		limiter.DebitAddr(netip.MustParseAddr("192.0.2.7"), true, www)
+		limiter.DebitAddr(netip.MustParseAddr("198.51.100.7"), true, www)
+		if i%5 == 0 {
+			limiter.DebitAddr(netip.MustParseAddr("203.0.113.7"), true, www) // 5 a second
+		}
+	}
+	clock.Set(start.Add(wait + 2*time.Second))
+	top, _ := limiter.Top(3)
+	for _, a := range top {
+		fmt.Printf("%v %v %s: %.0f a second, %.1f times the allowance, limited %v\n",
+			a.Network, a.LimitKind, a.Tuple.SalientName, a.Rate, a.Share, a.Debt > 0)
+	}
+	// Output:
+	// wait 1s
+	// 192.0.2.0/24 responses-per-second www.example.org.: 25 a second, 2.5 times the allowance, limited true
+	// 198.51.100.0/24 responses-per-second www.example.org.: 25 a second, 2.5 times the allowance, limited true
+	// 203.0.113.0/24 responses-per-second www.example.org.: 5 a second, 0.5 times the allowance, limited false
+}

@@ -1,6 +1,7 @@
 package rrl
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,11 @@ type RRL struct {
 	// record is the record of accounts being limited that Limited reads,
 	// nil unless Config.SetRecordLimited (see record.go).
 	record *limitedRecord
+
+	// watching is set while the watch of the busiest accounts that Top
+	// reads is armed (see watch.go); watch is nil until the first Top.
+	watching atomic.Bool
+	watch    atomic.Pointer[topWatch]
 }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),

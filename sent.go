@@ -27,8 +27,12 @@ func (r *RRL) DebitSentBytes(src netip.Addr, extra int) {
 	}
 	n, now := r.nets.networkOf(src), r.now()
 	key := r.hash.account(n, LimitAllBytes, 0, 0, "")
-	d := r.accounts.debit(key, LimitAllBytes, now, al.extraBytesLimit(extra), r.stats.pick())
+	l := al.extraBytesLimit(extra)
+	d := r.accounts.debit(key, LimitAllBytes, now, l, r.stats.pick())
 	if d.edge {
 		r.noteCharge(&n, n.bits, key, LimitAllBytes, d, now)
+	}
+	if r.watching.Load() {
+		r.watchCharge(&n, n.bits, nil, key, LimitAllBytes, l.interval, now)
 	}
 }
