@@ -1,6 +1,6 @@
 package rrl
 
-import "math/bits"
+import "math"
 
 // The accounts join the table (table.go) and the arithmetic (balance.go):
 // an account is an entry of the table whose label is its LimitKind and
@@ -25,11 +25,13 @@ func newAccounts(size int) accounts {
 
 // accountRank is the table's rank of accounts: see balance.rank.
 func accountRank(b *bucket, mask, labels uint32, now int64) (int, int64) {
-	low, lowest := -1, int64(0)
-	for m := mask; m != 0; m &= m - 1 {
-		j := bits.TrailingZeros32(m)
+	low, lowest := -1, int64(math.MaxInt64)
+	for j := range slotsPerBucket {
+		if mask>>j&1 == 0 {
+			continue
+		}
 		request := LimitKind(labels >> (4 * j) & 0xf).Request()
-		if r := balance(b.wordAt(j)).rank(request, now); low < 0 || r < lowest {
+		if r := balance(b.wordAt(j)).rank(request, now); r < lowest {
 			low, lowest = j, r
 		}
 	}

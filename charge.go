@@ -5,7 +5,8 @@ import "net/netip"
 // The charges of an RRL's accounts, shared by its entry points (debit.go,
 // sent.go) and its protections (prefixes.go): each debits an account
 // (accounts.go) and tells the record of limited accounts (record.go) and
-// the observer what the debit began, ended or refused.
+// the observer what the debit began, ended or refused, and an armed watch
+// of the busiest accounts (watch.go) what it cost.
 
 // chargeNetwork debits the client network's account of the given kind
 // (LimitRequests, LimitProvenRequests or LimitAll) and reports whether it
@@ -16,38 +17,35 @@ func (r *RRL) chargeNetwork(n network, kind LimitKind, now int64, s *stripe) boo
 }
 
 // chargeKey debits the per-network account (or a request prefix's) whose
-// key is key by l, tells the observer and the record of limited accounts
-// if that began or ended an episode, and reports whether the account is in
-// debt. The account's network is n masked to bits, for the event: a
-// request prefix passes the whole address and the prefix's length, so that
-// the mask is made only for an event. decides says whether the account,
-// in debt, decides the refusal (see limitedRecord.note).
+// key is key by l, tells whoever is told of charges (tellKey), and
+// reports whether the account is in debt. The account's network is n
+// masked to bits, for the event: a request prefix passes the whole
+// address and the prefix's length, so that the mask is made only when
+// needed. decides says whether the account, in debt, decides the refusal
+// (see limitedRecord.note).
 func (r *RRL) chargeKey(n *network, bits uint8, key uint64, kind LimitKind, l limit, now int64, s *stripe, decides bool) bool {
 	d := r.accounts.debit(key, kind, now, l, s)
-	if d.edge || d.inDebt {
-		r.noteChargeBy(n, bits, key, kind, d, decides, now)
-	}
-	if r.watching.Load() {
-		r.watchCharge(n, bits, nil, key, kind, l.interval, now)
+	if r.telling.Load() {
+		r.tellKey(n, bits, key, kind, d, decides, l.interval, now)
 	}
 	return d.inDebt
 }
 
-// noteCharge is noteChargeBy for a charge that refuses nothing, whatever
-// the debt it leaves (DebitSentBytes's: the response has gone): it starts
-// or ends an episode but counts no refusal.
-func (r *RRL) noteCharge(n *network, bits uint8, key uint64, kind LimitKind, d debited, now int64) {
-	r.noteChargeBy(n, bits, key, kind, d, false, now)
-}
-
-// noteChargeBy tells the record of limited accounts and the observer what
-// a charge of a per-network account (or a request prefix's) did, when it
-// began or ended an episode or found the account in debt; decides says
-// whether the account's debt decided a refusal (see limitedRecord.note).
-func (r *RRL) noteChargeBy(n *network, bits uint8, key uint64, kind LimitKind, d debited, decides bool, now int64) {
+// tellKey tells the record of limited accounts and the observer what a
+// charge of a per-network account (or a request prefix's) did, when it
+// began or ended an episode or found the account in debt, and the watch
+// of the busiest accounts what it cost (cost, in nanoseconds of the
+// allowance); decides says whether the account's debt decided a refusal
+// (see limitedRecord.note). DebitSentBytes's charge, which refuses
+// nothing whatever the debt it leaves (the response has gone), passes
+// decides false: it starts or ends an episode but counts no refusal.
+func (r *RRL) tellKey(n *network, bits uint8, key uint64, kind LimitKind, d debited, decides bool, cost, now int64) {
+	if w := r.watch.Load(); w != nil {
+		r.watchCharge(w, n, bits, nil, key, kind, cost, now)
+	}
 	report := d.edge && r.observer != nil
-	if (r.record == nil || !d.edge && !decides) && !report {
-		return // nothing to record: another limit decided the refusal
+	if (r.record == nil || !d.edge && !(d.inDebt && decides)) && !report {
+		return // nothing to record: no episode began or ended, or another limit decided the refusal
 	}
 	m := n.masked(bits)
 	if r.record != nil {
@@ -73,14 +71,16 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, s *stripe, dec
 	class, qtype, name := tupleKey(t)
 	key := r.hash.account(n, kind, class, qtype, name)
 	d := r.accounts.debit(key, kind, now, l, s)
-	if r.record != nil && (d.edge || d.inDebt && decides) {
-		r.record.note(&r.accounts, n, t, key, kind, d, decides, now)
-	}
-	if d.edge && r.observer != nil {
-		r.reportEdge(n, t, key, kind, d.inDebt)
-	}
-	if r.watching.Load() {
-		r.watchCharge(&n, n.bits, t, key, kind, l.interval, now)
+	if r.telling.Load() { // as tellKey does, written out: a Debit in debt with the record on comes here every time
+		if r.record != nil && (d.edge || d.inDebt && decides) {
+			r.record.note(&r.accounts, n, t, key, kind, d, decides, now)
+		}
+		if d.edge && r.observer != nil {
+			r.reportEdge(n, t, key, kind, d.inDebt)
+		}
+		if w := r.watch.Load(); w != nil {
+			r.watchCharge(w, &n, n.bits, t, key, kind, l.interval, now)
+		}
 	}
 	if d.inDebt {
 		return d.act, RTRateLimit
@@ -88,18 +88,24 @@ func (r *RRL) chargeTuple(n network, t *ResponseTuple, now int64, s *stripe, dec
 	return Send, RTOk
 }
 
+// The flag telling is set while a charge has someone to tell beyond its
+// account: the record of limited accounts, the observer or an armed watch
+// of the busiest accounts, so that a charge with no one to tell, the
+// common case, costs one load of it.
+
 // watchCharge counts a charge of cost (nanoseconds of the account's
-// allowance) in the watch of the busiest accounts (watch.go), which is
-// armed, and disarms it once it has lingered past the last Top. A Top
-// that arms it again meanwhile has stored a later time, which puts the
-// flag back.
-func (r *RRL) watchCharge(n *network, bits uint8, t *ResponseTuple, key uint64, kind LimitKind, cost, now int64) {
-	w := r.watch.Load()
-	if !w.charge(n, bits, t, key, kind, cost, now) {
-		r.watching.Store(false)
-		if now <= w.until.Load() {
-			r.watching.Store(true)
-		}
+// allowance) in the watch of the busiest accounts w (watch.go), if it is
+// armed, and lowers the flag telling once the watch has lingered past the
+// last Top, unless the record or the observer needs it. A Top that arms
+// the watch again meanwhile has stored a later time, and the flag is put
+// back.
+func (r *RRL) watchCharge(w *topWatch, n *network, bits uint8, t *ResponseTuple, key uint64, kind LimitKind, cost, now int64) {
+	if w.charge(n, bits, t, key, kind, cost, now) || r.tellsAlways() {
+		return
+	}
+	r.telling.Store(false)
+	if now <= w.until.Load() {
+		r.telling.Store(true)
 	}
 }
 

@@ -33,11 +33,17 @@ type RRL struct {
 	// nil unless Config.SetRecordLimited (see record.go).
 	record *limitedRecord
 
-	// watching is set while the watch of the busiest accounts that Top
-	// reads is armed (see watch.go); watch is nil until the first Top.
-	watching atomic.Bool
-	watch    atomic.Pointer[topWatch]
+	// watch is the watch of the busiest accounts that Top reads, nil
+	// until the first Top (see watch.go); telling is set while a charge
+	// has anyone to tell: the record, the observer or the armed watch
+	// (see charge.go).
+	watch   atomic.Pointer[topWatch]
+	telling atomic.Bool
 }
+
+// tellsAlways reports whether every charge has someone to tell: the record
+// or the observer, set for the RRL's life (see telling).
+func (r *RRL) tellsAlways() bool { return r.record != nil || r.observer != nil }
 
 // NewRRL returns an RRL with a copy of cfg. A nil cfg means NewConfig(),
 // which limits nothing. In a Config not made by NewConfig, settings out of
@@ -58,6 +64,7 @@ func NewRRL(cfg *Config) *RRL {
 	if cfg.recordLimited {
 		r.record = new(limitedRecord)
 	}
+	r.telling.Store(r.tellsAlways())
 	switch {
 	case cfg.manual != nil:
 		r.injected = &cfg.manual.c

@@ -29,10 +29,7 @@ func (r *RRL) DebitSentBytes(src netip.Addr, extra int) {
 	key := r.hash.account(n, LimitAllBytes, 0, 0, "")
 	l := al.extraBytesLimit(extra)
 	d := r.accounts.debit(key, LimitAllBytes, now, l, r.stats.pick())
-	if d.edge {
-		r.noteCharge(&n, n.bits, key, LimitAllBytes, d, now)
-	}
-	if r.watching.Load() {
-		r.watchCharge(&n, n.bits, nil, key, LimitAllBytes, l.interval, now)
+	if r.telling.Load() {
+		r.tellKey(&n, n.bits, key, LimitAllBytes, d, false, l.interval, now)
 	}
 }

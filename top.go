@@ -101,12 +101,12 @@ func (r *RRL) armWatch(now int64) *topWatch {
 		r.watch.CompareAndSwap(nil, new(topWatch))
 		w = r.watch.Load()
 	}
-	// Armed anew when it was disarmed, or had lingered past its time: a
-	// charge since then found it expired and was not counted.
-	if last := w.until.Swap(now + watchLinger); !r.watching.Load() || now > last {
+	// Armed anew when it had lingered past its time (or was never armed):
+	// a charge since then found it expired and was not counted.
+	if last := w.until.Swap(now + watchLinger); now > last {
 		w.from.Store(now)
-		r.watching.Store(true)
 	}
+	r.telling.Store(true)
 	return w
 }
 

@@ -164,12 +164,12 @@ func TestTopDisarms(t *testing.T) {
 	src := netip.MustParseAddr("192.0.2.7")
 	a := answer("www.example.")
 	r.DebitAddr(src, true, a)
-	if !r.watching.Load() {
+	if !r.telling.Load() {
 		t.Fatal("the watch is not armed after Top")
 	}
 	clock.Set(clock.Now().Add(time.Duration(watchLinger) + time.Millisecond))
 	r.DebitAddr(src, true, a)
-	if r.watching.Load() {
+	if r.telling.Load() {
 		t.Fatal("the watch is still armed a minute after the last Top")
 	}
 	if got, wait := r.Top(10); got != nil || wait < time.Second {
@@ -264,5 +264,31 @@ func TestTopRace(t *testing.T) {
 		if g.Rate != each {
 			t.Errorf("%v counted %v in its second, want %d", g.Network, g.Rate, each)
 		}
+	}
+}
+
+// BenchmarkDebitAddrHotWatched is BenchmarkDebitAddrHot while someone
+// watches (Top armed): what the watch costs a Debit while it counts. Not
+// watched, the Debit is BenchmarkDebitAddrHot itself.
+func BenchmarkDebitAddrHotWatched(b *testing.B) {
+	r := benchRRL(b)
+	src := netip.MustParseAddr("192.0.2.1")
+	tuple := answer("www.example.com.")
+	r.Top(1)
+	for b.Loop() {
+		r.DebitAddr(src, true, tuple)
+	}
+}
+
+// BenchmarkDebitSprayWatched is a spray of new sources, one debit each,
+// while someone watches: each takes a place in the watch.
+func BenchmarkDebitSprayWatched(b *testing.B) {
+	r := benchRRL(b)
+	tuple := answer("www.example.com.")
+	r.Top(1)
+	i := 0
+	for b.Loop() {
+		r.DebitAddr(spraySource(i), true, tuple)
+		i++
 	}
 }
