@@ -238,10 +238,14 @@ func TestLimitedAmidSpray(t *testing.T) {
 		}
 		var spraying sync.WaitGroup
 		var done atomic.Bool
+		var reads atomic.Int64
 		for g := range sprayers {
 			spraying.Go(func() {
-				for i := range perSprayer {
-					r.DebitAddr(spraySource(g*perSprayer+i), true, a)
+				// The spray goes on past its share until Limited has
+				// been read a few times during it, however the two
+				// goroutines are scheduled (bounded all the same).
+				for i := 0; i < perSprayer || reads.Load() < 3 && i < 20*perSprayer; i++ {
+					r.DebitAddr(spraySource(g*20*perSprayer+i), true, a)
 				}
 			})
 		}
@@ -251,7 +255,7 @@ func TestLimitedAmidSpray(t *testing.T) {
 				r.DebitAddr(victims[i%flooded], true, a)
 			}
 		})
-		reads, missing := 0, map[netip.Prefix]int{}
+		missing := map[netip.Prefix]int{}
 		var reading sync.WaitGroup
 		reading.Go(func() {
 			for !done.Load() {
@@ -264,7 +268,7 @@ func TestLimitedAmidSpray(t *testing.T) {
 						missing[p]++
 					}
 				}
-				reads++
+				reads.Add(1)
 			}
 		})
 		spraying.Wait()
@@ -276,10 +280,10 @@ func TestLimitedAmidSpray(t *testing.T) {
 		}
 		if len(missing) > 0 {
 			t.Errorf("round %d: %d of %d flooded networks were missing from some of %d calls of Limited (%v ...)",
-				round, len(missing), flooded, reads, first(missing))
+				round, len(missing), flooded, reads.Load(), first(missing))
 		}
-		t.Logf("round %d: %d calls of Limited, %d evictions", round, reads, r.GetStats(false).Evictions)
-		if reads == 0 {
+		t.Logf("round %d: %d calls of Limited, %d evictions", round, reads.Load(), r.GetStats(false).Evictions)
+		if reads.Load() == 0 {
 			t.Errorf("round %d: Limited was never called during the spray", round)
 		}
 	}
