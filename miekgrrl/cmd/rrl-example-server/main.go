@@ -26,7 +26,12 @@
 //
 // With -status, it serves the accounts being limited now as JSON at
 // http://host:port/rrl/limited (miekgrrl.LimitedHandler): query n (how
-// many) and order (debt or refused).
+// many) and order (debt or refused); and the accounts nearest their
+// allowance over the last whole second, limited or not, at
+// http://host:port/rrl/top (miekgrrl.TopHandler): query n. The limiter
+// counts for /rrl/top only while someone asks, from the first request
+// (which waits a second or two for a whole second counted) to a minute
+// after the last.
 package main
 
 import (
@@ -102,7 +107,7 @@ func parseFlags(args []string) (options, error) {
 	proven := fs.String("proven-requests", "", "proven-requests-per-second: requests over TCP or with a valid server cookie (default: -requests)")
 	secret := fs.String("secret", "", "cookie secret, 32 hex digits (default: random)")
 	reportOnly := fs.Bool("report-only", false, "send every response; only log what would be limited")
-	status := fs.String("status", "", "serve the accounts being limited now as JSON at http://`host:port`/rrl/limited")
+	status := fs.String("status", "", "serve the accounts being limited now as JSON at http://`host:port`/rrl/limited, and the busiest at /rrl/top")
 	verbose := fs.Bool("v", false, "log every decision")
 	atRead := fs.Bool("refuse-at-read", true, "refuse a request over its request limit as it is read, before it is unpacked (false: in the middleware)")
 	rcvbuf := fs.Int("udp-rcvbuf", 0, "receive buffer of the UDP socket in `bytes` (0: the kernel's default, net.core.rmem_default)")
@@ -286,7 +291,7 @@ func openKernelDrop(cfg kerneldrop.Config, addr net.Addr) (*kerneldrop.List, err
 	return l, nil
 }
 
-// serveStatus serves the limited accounts over HTTP at addr.
+// serveStatus serves the limited accounts and the busiest over HTTP at addr.
 func (s *server) serveStatus(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -294,10 +299,11 @@ func (s *server) serveStatus(addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/rrl/limited", miekgrrl.LimitedHandler(s.limiter))
+	mux.Handle("/rrl/top", miekgrrl.TopHandler(s.limiter))
 	// Bounded in connections and time: a status endpoint must not become
 	// a way to exhaust the DNS server's descriptors.
 	s.status, s.statusLn = miekgrrl.ServeStatus(ln, mux, miekgrrl.DefaultStatusLimits), ln
-	log.Printf("serving the accounts being limited at http://%s/rrl/limited", ln.Addr())
+	log.Printf("serving the accounts being limited at http://%s/rrl/limited, and the busiest at /rrl/top", ln.Addr())
 	if miekgrrl.StatusExposed(ln.Addr()) {
 		log.Printf("warning: -status %s listens beyond loopback: anyone who reaches it sees the networks being limited", addr)
 	}

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/dnsrrl/rrl/miekgrrl"
 	"github.com/miekg/dns"
@@ -68,5 +70,41 @@ func TestStatusBounded(t *testing.T) {
 	startTestServer(t, func(o *options) { o.status = "0.0.0.0:0" })
 	if !strings.Contains(logged.String(), "listens beyond loopback") {
 		t.Errorf("no warning for -status 0.0.0.0:0:\n%s", logged.String())
+	}
+}
+
+// TestStatusTop floods the example server over UDP on a clock the test
+// moves, and reads the busiest accounts from its -status endpoint's
+// /rrl/top with an HTTP client.
+func TestStatusTop(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	step := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s, port, _ := startTestServer(t, func(o *options) { o.status = "127.0.0.1:0"; o.now = clock })
+	_, wait := s.limiter.Top(1) // armed here, so that the endpoint answers at once on the stopped clock
+	step(wait)
+	c := &dns.Client{Net: "udp", Timeout: 200e6}
+	q := new(dns.Msg).SetQuestion("www.example.org.", dns.TypeA)
+	for range 4 { // 1 per second allowed
+		c.Exchange(q, "127.0.0.1:"+port)
+	}
+	step(time.Second)
+	resp, err := http.Get("http://" + s.statusAddr() + "/rrl/top?n=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct{ Top []miekgrrl.TopJSON }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	want := miekgrrl.TopJSON{Network: "127.0.0.0/24", Limit: "responses-per-second", Name: "www.example.org.",
+		Type: "A", Class: "IN", Share: 4, Rate: 4, Limited: true}
+	if len(body.Top) != 1 {
+		t.Fatalf("top = %+v, want one account", body.Top)
+	}
+	if got := body.Top[0]; got.DebtSeconds <= 0 || func() bool { got.DebtSeconds = 0; return got != want }() {
+		t.Errorf("top %+v\nwant %+v (in debt)", body.Top[0], want)
 	}
 }
