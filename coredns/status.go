@@ -23,7 +23,8 @@ import (
 // core's record of limited accounts (core.RRL.Limited), which either
 // option turns on:
 //
-//	status HOST:PORT          serves JSON at http://HOST:PORT/rrl/limited
+//	status HOST:PORT          serves JSON at http://HOST:PORT/rrl/limited, and the
+//	                          busiest accounts at /rrl/top
 //	log-limited DURATION [N]  logs the N networks with the most refusals every DURATION
 //
 // Neither names a client in a metric label: the record is bounded, and the
@@ -42,8 +43,13 @@ import (
 // beyond loopback (":9154" binds every interface), it is logged with a
 // warning, since it names clients.
 
-// statusPath is where the status endpoint serves the limited accounts.
-const statusPath = "/rrl/limited"
+// statusPath is where the status endpoint serves the limited accounts,
+// and topPath where it serves the busiest accounts (core.RRL.Top), those
+// nearest their allowance over the last whole second, limited or not.
+const (
+	statusPath = "/rrl/limited"
+	topPath    = "/rrl/top"
+)
 
 // statusLimits bounds every status listener (a variable for the tests).
 var statusLimits = miekgrrl.DefaultStatusLimits
@@ -307,6 +313,7 @@ func (l *listeners) add(addr string, o *ops, b statusBlock) error {
 		s = &statusListener{bound: ln.Addr(), blocks: map[*ops]statusBlock{}}
 		mux := http.NewServeMux()
 		mux.Handle(statusPath, s)
+		mux.HandleFunc(topPath, s.serveTop)
 		s.srv = miekgrrl.ServeStatus(ln, mux, statusLimits)
 		l.m[addr] = s
 	}
@@ -367,6 +374,49 @@ func (s *statusListener) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	for _, b := range s.current() {
 		doc.Blocks = append(doc.Blocks, blockJSON{Zones: b.zones, Servers: b.servers, ReportOnly: b.reportOnly,
 			Limited: miekgrrl.NewLimitedJSON(b.limiter.Limited(n, order)), Kernel: newKernelJSON(b.kernel.opened())})
+	}
+	writeJSON(w, doc)
+}
+
+// topJSON is the document the status endpoint serves at topPath.
+type topJSON struct {
+	Blocks []blockTopJSON `json:"blocks"`
+}
+
+type blockTopJSON struct {
+	Zones      []string           `json:"zones"`
+	Servers    []string           `json:"servers"`
+	ReportOnly bool               `json:"report_only"`
+	Top        []miekgrrl.TopJSON `json:"top"`
+}
+
+// serveTop serves the busiest accounts of every block on the listener, as
+// miekgrrl.TopHandler does for one: query n. The blocks count only while
+// someone asks (see core.RRL.Top): the first request arms them all and
+// waits a second or two, until each has counted a whole second.
+func (s *statusListener) serveTop(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	n, err := miekgrrl.ParseTopQuery(req.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	blocks := s.current()
+	limiters := make([]*core.RRL, len(blocks))
+	for i, b := range blocks {
+		limiters[i] = b.limiter
+	}
+	tops, err := miekgrrl.WaitTop(req.Context(), n, limiters...)
+	if err != nil {
+		return // the client went away
+	}
+	doc := topJSON{Blocks: []blockTopJSON{}}
+	for i, b := range blocks {
+		doc.Blocks = append(doc.Blocks, blockTopJSON{Zones: b.zones, Servers: b.servers, ReportOnly: b.reportOnly, Top: miekgrrl.NewTopJSON(tops[i])})
 	}
 	writeJSON(w, doc)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,4 +170,98 @@ func TestIntegrationStatusPortBusy(t *testing.T) {
 	if want := fmt.Sprintf("status 127.0.0.1:%d", busyPort); !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q, want it to name %q", err, want)
 	}
+}
+
+// sendEvery sends the query from src to addr over UDP every pause, without
+// waiting for answers, until stop is closed or max queries have gone.
+func sendEvery(t *testing.T, addr, src string, m *dns.Msg, pause time.Duration, max int, stop <-chan struct{}) {
+	t.Helper()
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(src)})
+	if err != nil {
+		t.Errorf("bind %s: %v", src, err)
+		return
+	}
+	defer conn.Close()
+	dst, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	wire, err := m.Pack()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for range max {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		conn.WriteToUDP(wire, dst)
+		time.Sleep(pause)
+	}
+}
+
+// TestIntegrationStatusTop floods a real CoreDNS over UDP from one network
+// while another asks at half its allowance, and reads /rrl/top during the
+// flood: the first request arms the count and waits for a whole second;
+// the flooded account comes first, over its allowance and limited, the
+// other below its allowance, not limited.
+func TestIntegrationStatusTop(t *testing.T) {
+	startServer(t) // for the directive order
+	dnsPort, statusPort := freePort(t, "udp"), freePort(t, "tcp")
+	inst, err := caddy.Start(input{[]byte(fmt.Sprintf(statusCorefile, dnsPort, 20, statusPort))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		inst.Stop()
+		inst.ShutdownCallbacks()
+	}()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(dnsPort))
+	stop := make(chan struct{})
+	var traffic sync.WaitGroup
+	traffic.Go(func() { sendEvery(t, addr, "127.0.61.1", q("www.status.test.", dns.TypeA), time.Millisecond, 30_000, stop) })
+	traffic.Go(func() { sendEvery(t, addr, "127.0.62.1", q("mail.status.test.", dns.TypeA), 100*time.Millisecond, 300, stop) })
+	defer func() {
+		close(stop)
+		traffic.Wait()
+	}()
+
+	url := fmt.Sprintf("http://127.0.0.1:%d/rrl/top?n=10", statusPort)
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Blocks []struct {
+			Zones []string
+			Top   []miekgrrl.TopJSON
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Blocks) != 1 || strings.Join(doc.Blocks[0].Zones, " ") != "status.test." {
+		t.Fatalf("/rrl/top: %+v, want the one block", doc)
+	}
+	top := doc.Blocks[0].Top
+	if len(top) < 2 {
+		t.Fatalf("/rrl/top: %+v, want the flooded network and the other", top)
+	}
+	f := top[0]
+	if f.Network != "127.0.61.0/24" || f.Limit != "responses-per-second" || f.Name != "www.status.test." || f.Share <= 1 || !f.Limited {
+		t.Errorf("first: %+v, want 127.0.61.0/24 for www.status.test., over its allowance and limited", f)
+	}
+	for _, a := range top {
+		if a.Network == "127.0.62.0/24" {
+			if a.Share >= 1 || a.Limited || a.Rate < 1 {
+				t.Errorf("the network at half its allowance: %+v, want below it, not limited", a)
+			}
+			return
+		}
+	}
+	t.Errorf("/rrl/top: %+v, without 127.0.62.0/24", top)
 }
