@@ -222,8 +222,12 @@ func TestIntegrationStatusTop(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(dnsPort))
 	stop := make(chan struct{})
 	var traffic sync.WaitGroup
-	traffic.Go(func() { sendEvery(t, addr, "127.0.61.1", q("www.status.test.", dns.TypeA), time.Millisecond, 30_000, stop) })
-	traffic.Go(func() { sendEvery(t, addr, "127.0.62.1", q("mail.status.test.", dns.TypeA), 100*time.Millisecond, 300, stop) })
+	traffic.Go(func() {
+		sendEvery(t, addr, "127.0.61.1", q("www.status.test.", dns.TypeA), time.Millisecond, 30_000, stop)
+	})
+	traffic.Go(func() {
+		sendEvery(t, addr, "127.0.62.1", q("mail.status.test.", dns.TypeA), 100*time.Millisecond, 300, stop)
+	})
 	defer func() {
 		close(stop)
 		traffic.Wait()
