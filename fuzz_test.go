@@ -85,6 +85,7 @@ func FuzzDebit(f *testing.F) {
 	}
 	c.SetNowFunc(newTestClock().Now)
 	r := NewRRL(c)
+	r.Top(1) // armed, so that every charge goes through the watch too
 	// plain has response limits only, so that Debit takes its short path
 	// for a *net.UDPAddr, reading the network from the IP's bytes.
 	plain := newTestRRL(f, newTestClock(), "responses-per-second", "3", "max-table-size", "64")
@@ -126,6 +127,9 @@ func FuzzDebit(f *testing.F) {
 		}
 		if act, ipr, rtr := r.DebitResponseAddr(addr, isUDP, tuple); act >= ActionLast || ipr == IPRateLimit || rtr >= RTLast {
 			t.Fatalf("response verdict: %d %d %d", act, ipr, rtr)
+		}
+		if top, _ := r.Top(5); len(top) > 5 {
+			t.Fatalf("Top(5) gave %d accounts", len(top))
 		}
 		st := r.GetStats(false)
 		if n := st.CacheLength; n > 64 {
