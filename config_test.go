@@ -247,7 +247,7 @@ func TestStatsStringLabelsEveryNumber(t *testing.T) {
 	want := "RPS Answer 0 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 0 Drop 0 Slip 1; " +
 		"IPReasons Ok 1 NotConfigured 0 NotReached 0 RateLimit 0 CacheFull 0 Exempt 0; " +
 		"RTReasons Ok 0 NotConfigured 0 NotReached 0 RateLimit 1 NotUDP 0 CacheFull 0 AllLimit 0 AllBytesLimit 0 TooLarge 0; CacheLength 2; Evictions 9; " +
-		"RequestPrefixDrops IPv4 [] IPv6 []; AllBytesDrops 0; TooLarge 0"
+		"RequestPrefixDrops IPv4 [] IPv6 []; AllBytesDrops 0; TooLarge 0; StreamTimeDrops 0"
 	if got := s.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
