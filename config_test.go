@@ -90,7 +90,7 @@ func TestConfigDefaults(t *testing.T) {
 	c := NewConfig()
 	want := "window 15; ipv4-prefix-length 24; ipv6-prefix-length 56; responses-per-second 0; referrals-per-second 0; " +
 		"nodata-per-second 0; nxdomains-per-second 0; errors-per-second 0; all-per-second 0; requests-per-second 0; proven-requests-per-second 0; " +
-		"slip-ratio 2; qps-scale 0; max-table-size 100000; all-bytes-per-second 0; nocookie-udp-size 0"
+		"slip-ratio 2; qps-scale 0; max-table-size 100000; all-bytes-per-second 0; nocookie-udp-size 0; stream-time-per-second 0; stream-time-instant 0"
 	if got := c.String(); got != want {
 		t.Errorf("defaults:\n got %s\nwant %s", got, want)
 	}
