@@ -157,7 +157,7 @@ func TestNewRRLCopiesConfig(t *testing.T) {
 
 func TestKeywordsAreAccepted(t *testing.T) {
 	values := map[string]string{"exempt-clients": "192.0.2.1", "ipv4-request-prefixes": "32:1", "ipv6-request-prefixes": "64:1",
-		"all-bytes-per-second": "512", "nocookie-udp-size": "512"}
+		"all-bytes-per-second": "512", "nocookie-udp-size": "512", "stream-time-per-second": "100ms", "stream-time-instant": "1s"}
 	for _, k := range Keywords() {
 		v, ok := values[k]
 		if !ok {
@@ -167,7 +167,7 @@ func TestKeywordsAreAccepted(t *testing.T) {
 			t.Errorf("Keywords lists %q, which SetValue refuses: %v", k, err)
 		}
 	}
-	if got, want := len(Keywords()), len(rateKeywords)+11; got != want {
+	if got, want := len(Keywords()), len(rateKeywords)+13; got != want {
 		t.Errorf("Keywords lists %d keywords, SetValue knows %d", got, want)
 	}
 }
