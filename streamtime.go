@@ -49,12 +49,17 @@ func (r *RRL) overStreamTime(n network, now int64, s *stripe) bool {
 // let through; DebitRequest refuses (Drop, with LimitStreamTime) the
 // stream requests of a network whose account is in debt.
 //
-// Because the charge comes after the work, requests of a network already
-// in flight when it spends its budget still run, and each is charged in
-// full: a network overshoots its budget by at most the time of the
-// requests it had in flight at that moment (connections × pipelined
-// requests × the longest a request takes), and the debt this leaves,
-// at most window seconds of budget, is refused until it is earned back.
+// Because the charge comes after the work, the requests a network has in
+// flight when it spends its budget were admitted and still run, and each
+// is charged in full; so is one that arrives between a response going out
+// and its charge landing (a client that asks again at once). A network
+// overshoots its budget by at most the time of the requests it can have
+// in flight at once: its connections × the requests each pipelines × the
+// longest a request takes (16 connections of one query each to a 20 ms
+// upstream: about 320 ms). The debt this leaves, at most window seconds
+// of budget, is refused until it is earned back, so over a long flood the
+// network is held to its budget, and the overshoot is paid for with
+// refusals afterwards.
 //
 // It decides and counts nothing. It charges nothing when d is not
 // positive, when stream-time-per-second is off, or for a client in
