@@ -58,8 +58,8 @@ func (r *RRL) overStreamTime(n network, now int64, s *stripe) bool {
 // longest a request takes (16 connections of one query each to a 20 ms
 // upstream: about 320 ms). The debt this leaves, at most window seconds
 // of budget, is refused until it is earned back, so over a long flood the
-// network is held to its budget, and the overshoot is paid for with
-// refusals afterwards.
+// network is held to its budget, the overshoot paid for with refusals
+// afterwards (all of it while it is within window seconds of budget).
 //
 // It decides and counts nothing. It charges nothing when d is not
 // positive, when stream-time-per-second is off, or for a client in
