@@ -188,8 +188,9 @@ func (a *allowances) requestInterval(kind LimitKind, bits int) int64 {
 
 // scaled returns a scaled by the qps-scale factor f: the response
 // allowances, all-per-second, all-bytes-per-second,
-// stream-time-per-second and the request prefixes (not the network's request limits), and slip-ratio when it is
-// above 2, never below 2, as BIND does.
+// stream-time-per-second and the request prefixes (not the network's
+// request limits), and slip-ratio when it is above 2, never below 2, as
+// BIND does.
 func (a allowances) scaled(f float64) allowances {
 	s := a
 	s.factor = f
