@@ -23,6 +23,13 @@ type protection struct {
 	levels    [2]levels // request prefixes, by family
 	nsPerByte float64   // all-bytes-per-second: the cost of one byte; 0 is off
 	noCookie  int       // nocookie-udp-size; 0 is off
+
+	// stream-time-per-second: streamScale is what one nanosecond of
+	// handling costs the network's account, a second over the budget
+	// (1 s / budget; 0 is off), and streamCredit stream-time-instant in
+	// the account's nanoseconds, the most it holds.
+	streamScale  float64
+	streamCredit int64
 }
 
 // levels is the request prefixes of one family that are on.
@@ -72,7 +79,29 @@ func allowancesOf(c *Config) allowances {
 		a.prot.nsPerByte = float64(time.Second) / f
 	}
 	a.prot.noCookie = c.noCookieUDPSize
+	if c.streamTime > 0 {
+		a.prot.streamScale = float64(time.Second) / float64(c.streamTime)
+		a.prot.streamCredit = min(int64(float64(c.StreamTimeInstant())*a.prot.streamScale), maxStreamCredit)
+	}
 	return a
+}
+
+// maxStreamCredit bounds the credit of a stream-time-per-second account,
+// as the slowest rates bound theirs (see balance): 100 seconds' budget.
+const maxStreamCredit = 100 * int64(time.Second)
+
+// streamLimit returns the limit of stream-time-per-second for a charge of
+// d nanoseconds of handling: d times streamScale (what the account's
+// arithmetic calls the interval, at most the credit and the debt, so that
+// no charge overflows), stream-time-instant's credit, and a debt of at
+// most window seconds: a network that spent far more than its budget is
+// refused for at most the window, as a response account is. A charge of 0
+// is the check before the work: it changes nothing but says whether the
+// account is in debt.
+func (a *allowances) streamLimit(d int64) limit {
+	credit := a.prot.streamCredit
+	cost := min(float64(max(d, 0))*a.prot.streamScale, float64(credit+a.window))
+	return limit{interval: int64(cost), credit: credit, debt: a.window}
 }
 
 // levelOf makes the level of the prefix of bits bits, of family fam, the
@@ -158,9 +187,10 @@ func (a *allowances) requestInterval(kind LimitKind, bits int) int64 {
 }
 
 // scaled returns a scaled by the qps-scale factor f: the response
-// allowances, all-per-second, all-bytes-per-second and the request
-// prefixes (not the network's request limits), and slip-ratio when it is
-// above 2, never below 2, as BIND does.
+// allowances, all-per-second, all-bytes-per-second,
+// stream-time-per-second and the request prefixes (not the network's
+// request limits), and slip-ratio when it is above 2, never below 2, as
+// BIND does.
 func (a allowances) scaled(f float64) allowances {
 	s := a
 	s.factor = f
@@ -176,7 +206,9 @@ func (a allowances) scaled(f float64) allowances {
 
 // scaleProtection returns p scaled by the qps-scale factor f: the request
 // prefixes as requests-per-second would be, all-bytes-per-second never
-// below its floor, one response of unknown size a second.
+// below its floor, one response of unknown size a second, and
+// stream-time-per-second's budget never below 100 µs a second (its credit,
+// in the account's units, stays: the burst shrinks with the budget).
 func scaleProtection(p protection, f float64) protection {
 	if f >= 1 {
 		return p
@@ -189,6 +221,9 @@ func scaleProtection(p protection, f float64) protection {
 	}
 	if p.nsPerByte > 0 {
 		p.nsPerByte = min(p.nsPerByte/f, max(p.nsPerByte, float64(time.Second)/minBytesRate))
+	}
+	if p.streamScale > 0 { // the budget shrinks by f, never below minStreamTime
+		p.streamScale = min(p.streamScale/f, max(p.streamScale, float64(time.Second)/float64(minStreamTime)))
 	}
 	return p
 }

@@ -34,9 +34,12 @@ import (
 //	ipv6-request-prefixes       LENGTH:ALLOWANCE pairs, 1 to 4       none
 //	all-bytes-per-second        bytes/s, 0 (off) or 512 to 1e9       0
 //	nocookie-udp-size           bytes, 0 (off) or 128 to 65535       0
+//	stream-time-per-second      duration, 0 (off) or 100µs to 1h     0
+//	stream-time-instant         duration, 0 or 100µs to 1h           stream-time-per-second
 //
 // Values are strict: rates are plain decimal numbers (digits with an
-// optional fraction, such as 10 or 0.5), the others whole numbers (digits
+// optional fraction, such as 10 or 0.5), durations numbers with units
+// (100ms, 1.5s; 0 alone for off), the others whole numbers (digits
 // only); signs, exponents, spaces and hexadecimal are refused.
 // exempt-clients takes addresses and prefixes separated by spaces or commas;
 // each SetValue call adds to the list.
@@ -52,7 +55,7 @@ import (
 // Set to 0, it lifts the request limit from proven sources, even when
 // requests-per-second is set.
 //
-// The last four keywords go beyond BIND. ipv4-request-prefixes and
+// The last six keywords go beyond BIND. ipv4-request-prefixes and
 // ipv6-request-prefixes each take up to MaxRequestPrefixes pairs
 // LENGTH:ALLOWANCE, separated by spaces or commas ("32:5 20:400
 // 18:1200"): distinct prefix lengths (1 to 32, 1 to 128) and allowances
@@ -70,6 +73,17 @@ import (
 // option of that name: a UDP response longer than it, to a request
 // without a valid server cookie, is not sent; Debit answers Slip with
 // RTTooLarge so that a truncated reply goes instead.
+//
+// stream-time-per-second is a budget of handling time per client network
+// for requests that are not over UDP (TCP, TLS, HTTPS, QUIC, gRPC: their
+// source is proven, so the threat is load, not reflection): each such
+// request is charged, after its work, with the wall time it took (see
+// RRL.DebitStreamTime), and while its network has spent more than its
+// budget its stream requests are refused before any work (DebitRequest,
+// with LimitStreamTime). stream-time-instant is the burst: how much time
+// a network that has been quiet may spend at once, by default one
+// second's budget (at most 100 seconds' budget: more counts as that).
+// qps-scale scales the budget; exempt-clients are never charged.
 type Config struct {
 	window           int64 // nanoseconds
 	ipv4PrefixLength int
@@ -84,6 +98,9 @@ type Config struct {
 	prefixes        [2][MaxRequestPrefixes]RequestPrefix // by family: 0 IPv4, 1 IPv6
 	prefixCount     [2]int
 	noCookieUDPSize int // bytes; 0 is off
+
+	streamTime    time.Duration // stream-time-per-second, a second; 0 is off
+	streamInstant time.Duration // stream-time-instant; 0 is the default, streamTime
 
 	nowFunc  func() time.Time
 	manual   *ManualClock // SetClock; if set, nowFunc is nil
@@ -209,6 +226,18 @@ func (c *Config) setValue(keyword, value string) error {
 			return err
 		}
 		c.rates[LimitAllBytes] = f
+	case "stream-time-per-second":
+		d, err := parseDuration(keyword, value, minStreamTime, maxStreamTime)
+		if err != nil {
+			return err
+		}
+		c.streamTime = d
+	case "stream-time-instant":
+		d, err := parseDuration(keyword, value, minStreamTime, maxStreamTime)
+		if err != nil {
+			return fmt.Errorf("rrl: %s %q: want a duration with units (such as 100ms or 1.5s), 0 (one second's budget, the default) or from %v to %v", keyword, value, minStreamTime, maxStreamTime)
+		}
+		c.streamInstant = d
 	case "nocookie-udp-size":
 		n, err := parseInt(keyword, value, 0, 65535)
 		if err != nil || (n > 0 && n < minNoCookieUDPSize) {
@@ -268,6 +297,12 @@ func (c *Config) sanitized() Config {
 	if s.noCookieUDPSize < minNoCookieUDPSize || s.noCookieUDPSize > 65535 {
 		s.noCookieUDPSize = 0
 	}
+	if s.streamTime < minStreamTime || s.streamTime > maxStreamTime {
+		s.streamTime = 0
+	}
+	if s.streamInstant < minStreamTime || s.streamInstant > maxStreamTime {
+		s.streamInstant = 0
+	}
 	if f := s.rates[LimitAllBytes]; f < minBytesRate || f > maxBytesRate {
 		s.rates[LimitAllBytes] = 0
 	}
@@ -276,8 +311,8 @@ func (c *Config) sanitized() Config {
 }
 
 // IsActive reports whether the Config limits anything: whether some
-// allowance, a request limit, all-per-second, all-bytes-per-second or
-// nocookie-udp-size is non-zero. nocookie-udp-size acts alone: a Config
+// allowance, a request limit, all-per-second, all-bytes-per-second,
+// stream-time-per-second or nocookie-udp-size is non-zero. nocookie-udp-size acts alone: a Config
 // that sets nothing else is active.
 func (c *Config) IsActive() bool {
 	for k := range LimitKindLast {
@@ -285,7 +320,7 @@ func (c *Config) IsActive() bool {
 			return true
 		}
 	}
-	return c.noCookieUDPSize > 0
+	return c.noCookieUDPSize > 0 || c.streamTime > 0
 }
 
 // rate returns the effective allowance r: the per-category ones fall back to
@@ -339,6 +374,10 @@ func (c *Config) Value(keyword string) (string, error) {
 		return formatRate(c.rates[LimitAllBytes]), nil
 	case "nocookie-udp-size":
 		return strconv.Itoa(c.noCookieUDPSize), nil
+	case "stream-time-per-second":
+		return formatDuration(c.streamTime), nil
+	case "stream-time-instant":
+		return formatDuration(c.StreamTimeInstant()), nil
 	}
 	return "", fmt.Errorf("rrl: unknown keyword %q%s", keyword, unknownKeyword(keyword))
 }
@@ -376,6 +415,20 @@ func (c *Config) RequestPrefixes(ipv6 bool) []RequestPrefix {
 // NoCookieUDPSize returns nocookie-udp-size: the longest UDP response, in
 // bytes, that goes to a request without a valid server cookie; 0 is off.
 func (c *Config) NoCookieUDPSize() int { return c.noCookieUDPSize }
+
+// StreamTimePerSecond returns stream-time-per-second: the wall time a
+// second that the stream requests of one client network may take; 0 is
+// off.
+func (c *Config) StreamTimePerSecond() time.Duration { return c.streamTime }
+
+// StreamTimeInstant returns stream-time-instant, the burst of
+// stream-time-per-second: as set, or by default one second's budget.
+func (c *Config) StreamTimeInstant() time.Duration {
+	if c.streamInstant > 0 {
+		return c.streamInstant
+	}
+	return c.streamTime
+}
 
 // AllBytesPerSecond returns all-bytes-per-second, in bytes a second; 0 is off.
 func (c *Config) AllBytesPerSecond() float64 { return c.rates[LimitAllBytes] }

@@ -90,7 +90,7 @@ func TestConfigDefaults(t *testing.T) {
 	c := NewConfig()
 	want := "window 15; ipv4-prefix-length 24; ipv6-prefix-length 56; responses-per-second 0; referrals-per-second 0; " +
 		"nodata-per-second 0; nxdomains-per-second 0; errors-per-second 0; all-per-second 0; requests-per-second 0; proven-requests-per-second 0; " +
-		"slip-ratio 2; qps-scale 0; max-table-size 100000; all-bytes-per-second 0; nocookie-udp-size 0"
+		"slip-ratio 2; qps-scale 0; max-table-size 100000; all-bytes-per-second 0; nocookie-udp-size 0; stream-time-per-second 0; stream-time-instant 0"
 	if got := c.String(); got != want {
 		t.Errorf("defaults:\n got %s\nwant %s", got, want)
 	}
@@ -157,7 +157,7 @@ func TestNewRRLCopiesConfig(t *testing.T) {
 
 func TestKeywordsAreAccepted(t *testing.T) {
 	values := map[string]string{"exempt-clients": "192.0.2.1", "ipv4-request-prefixes": "32:1", "ipv6-request-prefixes": "64:1",
-		"all-bytes-per-second": "512", "nocookie-udp-size": "512"}
+		"all-bytes-per-second": "512", "nocookie-udp-size": "512", "stream-time-per-second": "100ms", "stream-time-instant": "1s"}
 	for _, k := range Keywords() {
 		v, ok := values[k]
 		if !ok {
@@ -167,7 +167,7 @@ func TestKeywordsAreAccepted(t *testing.T) {
 			t.Errorf("Keywords lists %q, which SetValue refuses: %v", k, err)
 		}
 	}
-	if got, want := len(Keywords()), len(rateKeywords)+11; got != want {
+	if got, want := len(Keywords()), len(rateKeywords)+13; got != want {
 		t.Errorf("Keywords lists %d keywords, SetValue knows %d", got, want)
 	}
 }
@@ -247,7 +247,7 @@ func TestStatsStringLabelsEveryNumber(t *testing.T) {
 	want := "RPS Answer 0 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 0 Drop 0 Slip 1; " +
 		"IPReasons Ok 1 NotConfigured 0 NotReached 0 RateLimit 0 CacheFull 0 Exempt 0; " +
 		"RTReasons Ok 0 NotConfigured 0 NotReached 0 RateLimit 1 NotUDP 0 CacheFull 0 AllLimit 0 AllBytesLimit 0 TooLarge 0; CacheLength 2; Evictions 9; " +
-		"RequestPrefixDrops IPv4 [] IPv6 []; AllBytesDrops 0; TooLarge 0"
+		"RequestPrefixDrops IPv4 [] IPv6 []; AllBytesDrops 0; TooLarge 0; StreamTimeDrops 0"
 	if got := s.String(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

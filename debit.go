@@ -28,7 +28,10 @@ import (
 //
 // The checks, in order:
 //  1. A client in exempt-clients: Send (IPExempt).
-//  2. requests-per-second, per client network, every transport (and
+//  2. For a response not over UDP, stream-time-per-second: Drop when the
+//     network is over its budget of time (IPRateLimit; see
+//     DebitStreamTime). Then requests-per-second, per client network,
+//     every transport (and
 //     proven-requests-per-second for responses that are not over UDP, once
 //     set), and for UDP the request prefixes: Drop when exceeded
 //     (IPRateLimit).
@@ -111,7 +114,9 @@ func (r *RRL) debitAddr(src netip.Addr, udp bool, tuple *ResponseTuple, request 
 // because that limit is about load, not spoofing.
 //
 // The checks, in order: a client in exempt-clients is sent (IPExempt); the
-// request is counted for qps-scale; the network's request account is
+// request is counted for qps-scale; a request not over UDP from a network
+// over its stream-time-per-second budget is refused (Drop, IPRateLimit;
+// see DebitStreamTime); the network's request account is
 // debited (and the request prefixes' accounts), and Drop returned when it
 // is in debt (IPRateLimit); otherwise
 // Send (IPOk, or IPNotConfigured when no request limit applies). A dropped
@@ -134,7 +139,9 @@ func (r *RRL) DebitRequestAddr(src netip.Addr, udp, validCookie bool) (Action, I
 // refused the request (when it returns Drop), as the account that was out
 // of credit: the network's requests-per-second account (or
 // proven-requests-per-second's, for a proven request once that is set),
-// or the first request prefix, in the order configured, that refused it.
+// the first request prefix, in the order configured, that refused it, or
+// for a request not over UDP the network's stream-time-per-second
+// account (LimitStreamTime).
 // A tool that reports what each limit cut, such as a replay of traffic,
 // needs it; a server needs only DebitRequestAddr.
 func (r *RRL) DebitRequestLimit(src netip.Addr, udp, validCookie bool) (Action, IPReason, RequestRefusal) {
@@ -143,11 +150,11 @@ func (r *RRL) DebitRequestLimit(src netip.Addr, udp, validCookie bool) (Action, 
 
 // debitRequest is DebitRequestLimit.
 func (r *RRL) debitRequest(src netip.Addr, udp, validCookie bool) (Action, IPReason, RequestRefusal) {
-	if r == nil || !r.checked {
+	if r == nil || !r.checked && (udp || r.base.prot.streamScale == 0) {
 		return Send, IPNotConfigured, RequestRefusal{}
 	}
 	s := r.stats.pick()
-	ipr, why := r.admit(src, r.nets.networkOf(src), !udp || validCookie, r.now(), s)
+	ipr, why := r.admit(src, r.nets.networkOf(src), !udp || validCookie, !udp, r.now(), s)
 	if ipr == IPRateLimit {
 		s.count(AllowanceLast, Drop, ipr, RTNotReached) // in no category: it has no response
 		return Drop, ipr, why
@@ -197,7 +204,7 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 	var ipr IPReason
 	switch {
 	case request:
-		ipr, _ = r.admit(src, n, !udp, now, s)
+		ipr, _ = r.admit(src, n, !udp, !udp, now, s)
 	case len(r.cfg.exempt) > 0 && r.isExempt(src):
 		ipr = IPExempt
 	default:
@@ -237,15 +244,20 @@ func (r *RRL) debitChecked(src netip.Addr, n network, udp bool, t *ResponseTuple
 }
 
 // admit applies to a request, in order, exempt-clients, the qps-scale
-// count and the request limits, and returns its IPReason: IPExempt,
-// IPRateLimit (refuse it, with the limit that did), IPOk or
-// IPNotConfigured.
-func (r *RRL) admit(src netip.Addr, n network, proven bool, now int64, s *stripe) (IPReason, RequestRefusal) {
+// count, stream-time-per-second for a request not over UDP (stream) and
+// the request limits, and returns its IPReason: IPExempt, IPRateLimit
+// (refuse it, with the limit that did), IPOk or IPNotConfigured. The
+// stream time budget comes before the request limits because it charges
+// nothing before the work: a request it refuses is then charged to none.
+func (r *RRL) admit(src netip.Addr, n network, proven, stream bool, now int64, s *stripe) (IPReason, RequestRefusal) {
 	if len(r.cfg.exempt) > 0 && r.isExempt(src) {
 		return IPExempt, RequestRefusal{}
 	}
 	if r.qps != nil {
 		r.qps.observe(r.stats, s, now)
+	}
+	if stream && r.base.prot.streamScale > 0 && r.overStreamTime(n, now, s) {
+		return IPRateLimit, RequestRefusal{Limit: LimitStreamTime}
 	}
 	return r.chargeRequest(src, n, proven, now, s)
 }
@@ -306,7 +318,7 @@ func countAlone(s *stripe, t *ResponseTuple, act Action, ipr IPReason, rtr RTRea
 // RefusalNetwork returns the network of the account that refused a request
 // from src, as DebitRequestLimit named it in why: src masked to
 // ipv4-prefix-length or ipv6-prefix-length for requests-per-second (and
-// proven-requests-per-second), or to the length of the request prefix that
+// proven-requests-per-second and stream-time-per-second), or to the length of the request prefix that
 // refused it. It reports false for a request that was not refused, a
 // refusal that names no account of this RRL, and a network that holds a
 // client of exempt-clients: a server that acts on the networks its request
@@ -325,7 +337,7 @@ func (r *RRL) RefusalNetwork(src netip.Addr, why RequestRefusal) (netip.Prefix, 
 		fam, bits = 1, r.cfg.ipv6PrefixLength
 	}
 	switch why.Limit {
-	case LimitRequests, LimitProvenRequests:
+	case LimitRequests, LimitProvenRequests, LimitStreamTime:
 	case LimitIPv4RequestPrefixes, LimitIPv6RequestPrefixes:
 		if why.Limit != [2]LimitKind{LimitIPv4RequestPrefixes, LimitIPv6RequestPrefixes}[fam] ||
 			why.Prefix < 0 || why.Prefix >= r.cfg.prefixCount[fam] {

@@ -233,8 +233,8 @@
 //	            the settings in the accounts' units and their scaling by
 //	            qps-scale; the record of accounts being limited; the
 //	            watch of the busiest accounts, armed by Top
-//	features    rrl.go charge.go prefixes.go sent.go limited.go top.go
-//	            debit.go
+//	features    rrl.go charge.go prefixes.go sent.go streamtime.go
+//	            limited.go top.go debit.go
 //	            the RRL, the charges of its accounts with their events,
 //	            the protections beyond BIND, Limited and Top, the entry
 //	            points

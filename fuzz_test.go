@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzSetValue checks that SetValue never panics, that a refusal names the
@@ -27,6 +28,9 @@ func FuzzSetValue(f *testing.F) {
 	f.Add("ipv4-request-prefixes", "24:1 24:2")
 	f.Add("all-bytes-per-second", "512")
 	f.Add("nocookie-udp-size", "65535")
+	f.Add("stream-time-per-second", "100ms")
+	f.Add("stream-time-instant", "1m30.5s")
+	f.Add("stream-time-per-second", "1.0000000001s")
 	f.Fuzz(func(t *testing.T, keyword, value string) {
 		c := NewConfig()
 		before := c.String()
@@ -60,7 +64,7 @@ func FuzzSetValue(f *testing.F) {
 	})
 }
 
-// FuzzDebit drives Debit, DebitRequest and DebitResponse with arbitrary
+// FuzzDebit drives Debit, DebitRequest, DebitResponse and DebitStreamTime with arbitrary
 // sources, transports and tuples on a small table with every limit on; they
 // must never panic, must return a valid verdict, and must never slip an
 // error nor send a UDP response longer than nocookie-udp-size to a client
@@ -78,6 +82,7 @@ func FuzzDebit(f *testing.F) {
 		"qps-scale":                  "50", "max-table-size": "64", "slip-ratio": "1", "exempt-clients": "198.51.100.0/24",
 		"ipv4-request-prefixes": "32:5 24:20 16:25", "ipv6-request-prefixes": "128:5 64:20 48:25 32:30",
 		"all-bytes-per-second": "5000", "nocookie-udp-size": "512",
+		"stream-time-per-second": "10ms", "stream-time-instant": "20ms",
 	} {
 		if err := c.SetValue(k, v); err != nil {
 			f.Fatal(err)
@@ -120,6 +125,8 @@ func FuzzDebit(f *testing.F) {
 			}
 		}
 		r.DebitAddr(addr, isUDP, tuple)
+		// Any duration, however long or negative, charged after the work.
+		r.DebitStreamTime(addr, time.Duration(int64(class)<<48|int64(qtype)<<16)*time.Duration(1-2*int64(cat%2)))
 		// The two-call form: a request (with or without a valid cookie),
 		// then its response.
 		if act, ipr := r.DebitRequest(src, cat%2 == 0); act != Send && act != Drop || ipr < 0 || ipr >= IPLast {
@@ -141,7 +148,7 @@ func FuzzDebit(f *testing.F) {
 				prefixDrops += n
 			}
 		}
-		if prefixDrops > st.IPReasons[IPRateLimit] || st.TooLarge != st.RTReasons[RTTooLarge] || st.AllBytesDrops != st.RTReasons[RTAllBytesLimit] {
+		if prefixDrops+st.StreamTimeDrops > st.IPReasons[IPRateLimit] || st.TooLarge != st.RTReasons[RTTooLarge] || st.AllBytesDrops != st.RTReasons[RTAllBytesLimit] {
 			t.Fatalf("protection counts disagree: %v", st)
 		}
 	})

@@ -30,7 +30,7 @@ var layers = []string{
 	// The allowances in the accounts' units, and their scaling.
 	"allowances.go", "qps.go", "record.go", "watch.go",
 	// The RRL and its features.
-	"rrl.go", "charge.go", "prefixes.go", "sent.go", "limited.go", "top.go", "debit.go",
+	"rrl.go", "charge.go", "prefixes.go", "sent.go", "streamtime.go", "limited.go", "top.go", "debit.go",
 }
 
 // TestLayers checks that no file of the package refers to a name (a

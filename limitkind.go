@@ -18,6 +18,7 @@ const (
 	LimitIPv4RequestPrefixes                  // ipv4-request-prefixes, one account per prefix length and prefix
 	LimitIPv6RequestPrefixes                  // ipv6-request-prefixes, one account per prefix length and prefix
 	LimitAllBytes                             // all-bytes-per-second, per client network
+	LimitStreamTime                           // stream-time-per-second, per client network
 	LimitKindLast                             // number of kinds; not a kind
 )
 
@@ -33,6 +34,7 @@ var limitKeywords = [...]string{
 	LimitIPv4RequestPrefixes: "ipv4-request-prefixes",
 	LimitIPv6RequestPrefixes: "ipv6-request-prefixes",
 	LimitAllBytes:            "all-bytes-per-second",
+	LimitStreamTime:          "stream-time-per-second",
 	LimitKindLast:            "LimitKindLast",
 }
 
@@ -50,8 +52,8 @@ func (k LimitKind) Request() bool { return requestKinds>>k&1 != 0 }
 const requestKinds = 1<<LimitRequests | 1<<LimitProvenRequests | 1<<LimitIPv4RequestPrefixes | 1<<LimitIPv6RequestPrefixes
 
 // plainRate reports whether k's keyword takes one rate in the grammar and
-// range of responses-per-second (the request prefixes take a list, and
-// all-bytes-per-second counts bytes).
+// range of responses-per-second (the request prefixes take a list,
+// all-bytes-per-second counts bytes and stream-time-per-second time).
 func (k LimitKind) plainRate() bool {
 	return k < LimitIPv4RequestPrefixes
 }
@@ -60,8 +62,9 @@ func (k LimitKind) plainRate() bool {
 var _ [16 - LimitKindLast]struct{}
 
 // RequestRefusal names the request limit that refused a request: Limit is
-// LimitRequests, LimitProvenRequests, LimitIPv4RequestPrefixes or
-// LimitIPv6RequestPrefixes, and Prefix, for a request prefix, the pair's
+// LimitRequests, LimitProvenRequests, LimitIPv4RequestPrefixes,
+// LimitIPv6RequestPrefixes or LimitStreamTime (a stream request of a
+// network over its time budget), and Prefix, for a request prefix, the pair's
 // place (from 0) in the Config's list of the family (RequestPrefixes),
 // else 0. It is the zero value for a request that was not refused.
 type RequestRefusal struct {

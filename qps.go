@@ -8,8 +8,8 @@ import (
 
 // qpsScaler implements qps-scale: when the server as a whole answers more
 // than target requests per second, every response allowance (and
-// all-per-second, all-bytes-per-second, the request prefixes, and
-// slip-ratio above 2) shrinks by target/qps, so that limiting tightens as
+// all-per-second, all-bytes-per-second, stream-time-per-second, the
+// request prefixes, and slip-ratio above 2) shrinks by target/qps, so that limiting tightens as
 // the load grows. requests-per-second and proven-requests-per-second are
 // not scaled, as in BIND, which has no request limit. Every request charged (by Debit or
 // DebitRequest) that is not exempt counts, TCP and valid cookies included,

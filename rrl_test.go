@@ -380,7 +380,7 @@ func TestStats(t *testing.T) {
 	want := "RPS Answer 3 Referral 0 NoData 0 NXDomain 1 Error 0; Actions Send 2 Drop 1 Slip 1; " +
 		"IPReasons Ok 0 NotConfigured 4 NotReached 0 RateLimit 0 CacheFull 0 Exempt 0; " +
 		"RTReasons Ok 1 NotConfigured 0 NotReached 0 RateLimit 2 NotUDP 1 CacheFull 0 AllLimit 0 AllBytesLimit 0 TooLarge 0; CacheLength 1; Evictions 0; " +
-		"RequestPrefixDrops IPv4 [] IPv6 []; AllBytesDrops 0; TooLarge 0"
+		"RequestPrefixDrops IPv4 [] IPv6 []; AllBytesDrops 0; TooLarge 0; StreamTimeDrops 0"
 	if s.String() != want {
 		t.Errorf("got  %s\nwant %s", s, want)
 	}

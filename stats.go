@@ -38,6 +38,10 @@ type Stats struct {
 	// went as truncated replies (RTTooLarge).
 	AllBytesDrops int64
 	TooLarge      int64
+	// StreamTimeDrops counts the stream requests refused because their
+	// network had spent its stream-time-per-second budget (among the
+	// drops with IPRateLimit).
+	StreamTimeDrops int64
 }
 
 // Copy returns a copy of s and, if zeroAfter is true, zeroes s.
@@ -83,12 +87,14 @@ func (s *Stats) Add(from *Stats) {
 	}
 	s.AllBytesDrops += from.AllBytesDrops
 	s.TooLarge += from.TooLarge
+	s.StreamTimeDrops += from.StreamTimeDrops
 }
 
 // protectCounts is a stripe's share of the counters of the protections
 // beyond BIND (prefixes.go).
 type protectCounts struct {
 	prefixDrops [2][MaxRequestPrefixes]atomic.Int64
+	streamDrops atomic.Int64 // stream-time-per-second
 }
 
 // addTo adds the counters to sum, reading each with read.
@@ -98,6 +104,7 @@ func (p *protectCounts) addTo(sum *Stats, read func(*atomic.Int64) int64) {
 			sum.RequestPrefixDrops[f][i] += read(&p.prefixDrops[f][i])
 		}
 	}
+	sum.StreamTimeDrops += read(&p.streamDrops)
 }
 
 // countN records n Debit outcomes alike; a category out of range counts
@@ -114,7 +121,7 @@ func (s *Stats) countN(cat AllowanceCategory, act Action, ipr IPReason, rtr RTRe
 // String returns the counters on one line, each with its label (the
 // identifier without its type's prefix), in the order of the fields:
 //
-//	RPS Answer 3 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 2 Drop 1 Slip 1; IPReasons Ok 0 NotConfigured 4 ...; RTReasons Ok 2 ...; CacheLength 2; Evictions 0; RequestPrefixDrops IPv4 [/24 0 /18 3] IPv6 []; AllBytesDrops 0; TooLarge 0
+//	RPS Answer 3 Referral 0 NoData 1 NXDomain 0 Error 0; Actions Send 2 Drop 1 Slip 1; IPReasons Ok 0 NotConfigured 4 ...; RTReasons Ok 2 ...; CacheLength 2; Evictions 0; RequestPrefixDrops IPv4 [/24 0 /18 3] IPv6 []; AllBytesDrops 0; TooLarge 0; StreamTimeDrops 0
 //
 // The request prefixes' drops are named by length (RequestPrefixLengths),
 // in the order of the pairs configured; a place with refusals and no
@@ -132,8 +139,8 @@ func (s Stats) String() string {
 	group("Actions", s.Actions[:], func(i int) string { return Action(i).String() }, "")
 	group("IPReasons", s.IPReasons[:], func(i int) string { return IPReason(i).String() }, "IP")
 	group("RTReasons", s.RTReasons[:], func(i int) string { return RTReason(i).String() }, "RT")
-	fmt.Fprintf(&b, "CacheLength %d; Evictions %d; RequestPrefixDrops IPv4 %s IPv6 %s; AllBytesDrops %d; TooLarge %d",
-		s.CacheLength, s.Evictions, s.prefixDrops(0), s.prefixDrops(1), s.AllBytesDrops, s.TooLarge)
+	fmt.Fprintf(&b, "CacheLength %d; Evictions %d; RequestPrefixDrops IPv4 %s IPv6 %s; AllBytesDrops %d; TooLarge %d; StreamTimeDrops %d",
+		s.CacheLength, s.Evictions, s.prefixDrops(0), s.prefixDrops(1), s.AllBytesDrops, s.TooLarge, s.StreamTimeDrops)
 	return b.String()
 }
 

@@ -31,7 +31,7 @@ type stripe struct {
 	qps       atomic.Int64 // requests counted for qps-scale
 	prot      protectCounts
 
-	_ [88]byte // a whole number of cache lines, so that stripes share none
+	_ [80]byte // a whole number of cache lines, so that stripes share none
 }
 
 // outcome is what a Debit decides, with its reasons.

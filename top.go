@@ -26,7 +26,8 @@ type TopAccount struct {
 
 	// Rate is the same as a rate per second in the allowance's unit:
 	// responses (requests for a request limit, bytes for
-	// all-bytes-per-second), at the allowance as it is now (scaled by
+	// all-bytes-per-second, seconds of handling for
+	// stream-time-per-second), at the allowance as it is now (scaled by
 	// qps-scale). It is 0 if the allowance has been turned off since.
 	Rate float64
 
@@ -111,12 +112,15 @@ func (r *RRL) armWatch(now int64) *topWatch {
 }
 
 // costOf returns the cost, in nanoseconds of the allowance, of one unit of
-// an account of the given kind (one response or request, or one byte), as
+// an account of the given kind (one response or request, one byte, or one
+// second of a stream request's handling), as
 // the allowances al charge it now: 0 when the allowance is off.
 func costOf(al *allowances, kind LimitKind, bits int) float64 {
 	switch {
 	case kind == LimitAllBytes:
 		return al.prot.nsPerByte
+	case kind == LimitStreamTime:
+		return al.prot.streamScale * float64(time.Second)
 	case kind.Request():
 		return float64(al.requestInterval(kind, bits))
 	}

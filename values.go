@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The values of the settings, as SetValue reads them and Value writes
@@ -29,6 +30,16 @@ const (
 	minNoCookieUDPSize = 128
 )
 
+// stream-time-per-second and stream-time-instant are 0 (off, or for
+// stream-time-instant the default: one second's budget) or from
+// minStreamTime to maxStreamTime. Below 100 µs a second one request to a
+// slow upstream would lock a network out for the whole window; above an
+// hour a second no server has the goroutines to spend.
+const (
+	minStreamTime = 100 * time.Microsecond
+	maxStreamTime = time.Hour
+)
+
 // maxTableSize bounds max-table-size so that bucket numbers fit in 32 bits
 // (Event.Account holds one) with room to spare.
 const maxTableSize = 1 << 28
@@ -39,7 +50,8 @@ func Keywords() []string {
 	return []string{"window", "ipv4-prefix-length", "ipv6-prefix-length",
 		"responses-per-second", "referrals-per-second", "nodata-per-second", "nxdomains-per-second", "errors-per-second",
 		"all-per-second", "requests-per-second", "proven-requests-per-second", "slip-ratio", "qps-scale", "max-table-size", "exempt-clients",
-		"ipv4-request-prefixes", "ipv6-request-prefixes", "all-bytes-per-second", "nocookie-udp-size"}
+		"ipv4-request-prefixes", "ipv6-request-prefixes", "all-bytes-per-second", "nocookie-udp-size",
+		"stream-time-per-second", "stream-time-instant"}
 }
 
 func parseInt(keyword, value string, min, max int) (int, error) {
@@ -48,6 +60,28 @@ func parseInt(keyword, value string, min, max int) (int, error) {
 		return 0, fmt.Errorf("rrl: %s %q: want a whole number (digits only) from %d to %d", keyword, value, min, max)
 	}
 	return n, nil
+}
+
+// parseDuration reads a duration as time.ParseDuration does ("100ms",
+// "1.5s", "1m30s"), but strictly: no sign, no spaces, and a unit after
+// every number; "0" alone is 0 (off). Other values must lie from lo to hi.
+func parseDuration(keyword, value string, lo, hi time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(value)
+	if value == "0" {
+		return 0, nil
+	}
+	if err != nil || !plainDuration.MatchString(value) || d < lo || d > hi {
+		return 0, fmt.Errorf("rrl: %s %q: want a duration with units (such as 100ms or 1.5s), 0 (off) or from %v to %v", keyword, value, lo, hi)
+	}
+	return d, nil
+}
+
+// formatDuration writes a duration in the form parseDuration reads.
+func formatDuration(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	return d.String()
 }
 
 // parseRate reads a rate: a plain decimal number, 0 (off) or from lo to hi.
@@ -75,6 +109,8 @@ func readRate(value string, lo, hi float64) (float64, error) {
 var (
 	digits       = regexp.MustCompile(`^[0-9]+$`)
 	plainDecimal = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+	// plainDuration is time.ParseDuration's grammar without its sign.
+	plainDuration = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+$`)
 )
 
 // parsePrefixes reads addresses and CIDR prefixes separated by spaces or commas.

@@ -72,6 +72,9 @@ func (w *topWatch) charge(n *network, bits uint8, t *ResponseTuple, key uint64, 
 	if now > w.until.Load() {
 		return false
 	}
+	if cost <= 0 {
+		return true // a look that charges nothing (stream-time-per-second's check before the work)
+	}
 	sec := now / int64(time.Second)
 	if cur := w.second.Load(); sec != cur {
 		if sec < cur-1 {

@@ -53,6 +53,8 @@ func TestSettingsStringCoversEverySetting(t *testing.T) {
 		"ipv6-request-prefixes":        "ipv6-request-prefixes 128:5,48:800",
 		"all-bytes-per-second":         "all-bytes-per-second 100000",
 		"nocookie-udp-size":            "nocookie-udp-size 512",
+		"stream-time-per-second":       "stream-time-per-second 100ms",
+		"stream-time-instant":          "stream-time-instant 1s",
 	}
 	for _, k := range core.Keywords() {
 		if lines[k] == "" {

@@ -183,7 +183,9 @@ var limitNouns = map[core.LimitKind]string{
 // describe renders an event as one log line, such as
 // "limit NXDOMAIN responses to 192.0.2.0/24 for example.org. (nxdomains-per-second)".
 // For a request prefix the network is the prefix that tripped, at the
-// length of its pair: "limit requests from 10.1.0.0/18 (ipv4-request-prefixes)".
+// length of its pair: "limit requests from 10.1.0.0/18 (ipv4-request-prefixes)";
+// for a network over its time budget, "limit stream requests from
+// 192.0.2.0/24 (stream-time-per-second)".
 func describe(ev core.Event, reportOnly bool) string {
 	var b strings.Builder
 	if reportOnly {
@@ -194,9 +196,12 @@ func describe(ev core.Event, reportOnly bool) string {
 	} else {
 		b.WriteString("limit ")
 	}
-	if ev.LimitKind.Request() {
+	switch {
+	case ev.LimitKind == core.LimitStreamTime: // a budget of time, of requests not over UDP
+		b.WriteString("stream requests from ")
+	case ev.LimitKind.Request():
 		b.WriteString("requests from ")
-	} else {
+	default:
 		noun, ok := limitNouns[ev.LimitKind]
 		if !ok {
 			noun = "responses"

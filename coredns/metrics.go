@@ -51,6 +51,13 @@ var (
 		Help:      "Requests over requests-per-second (source unproven) or proven-requests-per-second (source proven: TCP and the other connection transports, or a valid server cookie), refused before any plugin below rrl saw them (or that would have been, in report-only mode).",
 	}, []string{"server", "zone", "source"})
 
+	streamTimeExceeded = promauto.NewCounterVec(prometheus.CounterOpts{
+		Namespace: plugin.Namespace,
+		Subsystem: pluginName,
+		Name:      "stream_time_exceeded_total",
+		Help:      "Requests not over UDP (TCP, TLS, HTTPS, QUIC, gRPC) refused before any plugin below rrl saw them because their client network had spent its stream-time-per-second budget of handling time (or that would have been, in report-only mode).",
+	}, []string{"server", "zone"})
+
 	cookieExemptTotal = promauto.NewCounterVec(prometheus.CounterOpts{
 		Namespace: plugin.Namespace,
 		Subsystem: pluginName,
@@ -128,6 +135,7 @@ type serverCounters struct {
 	cookies   []prometheus.Counter
 	allBytes  []prometheus.Counter
 	tooLarge  []prometheus.Counter
+	stream    []prometheus.Counter // stream-time-per-second
 }
 
 func newServerCounters(server string, zones []string) *serverCounters {
@@ -139,6 +147,7 @@ func newServerCounters(server string, zones []string) *serverCounters {
 		cookies:   make([]prometheus.Counter, len(zones)),
 		allBytes:  make([]prometheus.Counter, len(zones)),
 		tooLarge:  make([]prometheus.Counter, len(zones)),
+		stream:    make([]prometheus.Counter, len(zones)),
 	}
 	for z, zone := range zones {
 		for c, cat := range categoryLabels {
@@ -153,6 +162,7 @@ func newServerCounters(server string, zones []string) *serverCounters {
 		sc.cookies[z] = cookieExemptTotal.WithLabelValues(server, zone)
 		sc.allBytes[z] = allBytesExceeded.WithLabelValues(server, zone)
 		sc.tooLarge[z] = noCookieTruncated.WithLabelValues(server, zone)
+		sc.stream[z] = streamTimeExceeded.WithLabelValues(server, zone)
 		seriesRefs.hold(server, zone)
 	}
 	return sc
@@ -270,6 +280,7 @@ func (r *refs) drop(server, zone string) {
 	cookieExemptTotal.DeletePartialMatch(l)
 	allBytesExceeded.DeletePartialMatch(l)
 	noCookieTruncated.DeletePartialMatch(l)
+	streamTimeExceeded.DeletePartialMatch(l)
 }
 
 // count records one decision of the limiter on a response.
@@ -297,6 +308,12 @@ func (s *instanceStats) requestRefused(server string, zone int, proven bool) {
 		p = 1
 	}
 	s.forServer(server).requests[zone][p].Inc()
+}
+
+// streamTimeRefused records a stream request refused because its network
+// was over stream-time-per-second.
+func (s *instanceStats) streamTimeRefused(server string, zone int) {
+	s.forServer(server).stream[zone].Inc()
 }
 
 // cookieExempt records a response sent unlimited for its server cookie.

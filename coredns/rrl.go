@@ -34,6 +34,7 @@ type RRL struct {
 	sized      bool // nocookie-udp-size or all-bytes-per-second needs each response's length
 	noCookie   int  // nocookie-udp-size, 0 when off
 	bytesRated bool // all-bytes-per-second is on: bytes added above rrl are charged after
+	streamed   bool // stream-time-per-second is on: requests not over UDP are timed
 	reportOnly bool
 	traced     bool // the block has the trace plugin, which needs spans
 	cookies    *miekgrrl.Cookies
@@ -96,6 +97,7 @@ func newHandler(zones []string, cfg *core.Config, opts options) *RRL {
 	h.sized = h.limiter.NeedsResponseSize()
 	h.noCookie = h.limiter.NoCookieUDPSize()
 	h.bytesRated = cfg.AllBytesPerSecond() > 0
+	h.streamed = h.limiter.StreamTimed()
 	return h
 }
 
@@ -112,10 +114,12 @@ func (h *RRL) Name() string { return pluginName }
 
 // ServeDNS implements plugin.Handler. It charges the request to the client
 // network's request account first: a request over requests-per-second (or
-// proven-requests-per-second) never reaches the next plugin. Then it lets
-// the rest of the chain build the response into a recorder, charges that
-// final response to the client network's accounts and sends, drops or slips
-// it.
+// proven-requests-per-second), or not over UDP from a network over its
+// stream-time-per-second budget, never reaches the next plugin. Then it
+// lets the rest of the chain build the response into a recorder, charges
+// a request not over UDP with the wall time from here to the end of that
+// chain (stream-time-per-second), charges the final response to the
+// client network's accounts and sends, drops or slips it.
 func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	if !h.active || len(r.Question) == 0 {
 		return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
@@ -127,6 +131,10 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 
 	server := metrics.WithServer(ctx)
 	client, udp := transport(w, server)
+	var start time.Time
+	if h.streamed && !udp {
+		start = time.Now() // read only for stream requests: UDP pays nothing for it
+	}
 	// The option is decoded here once, for the request and its replies;
 	// the clock is read only for a request with a cookie (reading it costs
 	// more than the rest of the check).
@@ -134,9 +142,14 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 	cookie := ck.State()
 	proven := cookie == miekgrrl.CookieValid
 
-	refused := h.debitRequest(client, udp, proven) == core.Drop
+	act, why := h.debitRequest(client, udp, proven)
+	refused := act == core.Drop
 	if refused {
-		h.stats.requestRefused(server, zone, proven || !udp)
+		if why.Limit == core.LimitStreamTime {
+			h.stats.streamTimeRefused(server, zone)
+		} else {
+			h.stats.requestRefused(server, zone, proven || !udp)
+		}
 		if !h.reportOnly {
 			abort(w, server, udp)
 			return dns.RcodeSuccess, nil // nothing is sent, by us or by the server
@@ -162,6 +175,12 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 
 	if refused {
 		return rcode, err // served as if rrl were not there, and not charged
+	}
+	if h.streamed && !udp {
+		// Wall time, not CPU time: Go has no per-goroutine CPU clock, and
+		// the goroutine is held for as long as the plugins below take,
+		// computing or waiting on an upstream (see core.RRL.DebitStreamTime).
+		h.limiter.DebitStreamTime(client, time.Since(start))
 	}
 	if rec.state.wroteNothing() && !plugin.ClientWrite(rcode) {
 		// The server would write this error itself, after us and unlimited:
@@ -193,19 +212,16 @@ func (h *RRL) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (i
 
 // debitRequest charges the request to its network's request accounts, and
 // with kernel-drop tells the kernel drop list of an unproven UDP request
-// they refused.
-func (h *RRL) debitRequest(client netip.Addr, udp, proven bool) core.Action {
-	if h.kernel == nil {
-		act, _ := h.limiter.DebitRequestAddr(client, udp, proven)
-		return act
-	}
+// they refused. It returns the decision and, for a refusal, the limit
+// that refused it.
+func (h *RRL) debitRequest(client netip.Addr, udp, proven bool) (core.Action, core.RequestRefusal) {
 	act, _, why := h.limiter.DebitRequestLimit(client, udp, proven)
-	if act == core.Drop && udp && !proven {
+	if h.kernel != nil && act == core.Drop && udp && !proven {
 		if network, ok := h.limiter.RefusalNetwork(client, why); ok {
 			h.kernel.refused(network)
 		}
 	}
-	return act
+	return act, why
 }
 
 // next calls the next plugin. plugin.NextOrFailure would wrap rec in a

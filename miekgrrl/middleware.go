@@ -83,19 +83,17 @@ type Options struct {
 }
 
 // chargeRequest charges a request from client to its request limits, as
-// limiter.DebitRequestAddr does, and tells opts.RefusedNetwork of an
-// unproven UDP one they refused.
-func chargeRequest(limiter *rrl.RRL, opts *Options, client netip.Addr, udp, proven bool) (rrl.Action, rrl.IPReason) {
-	if opts.RefusedNetwork == nil {
-		return limiter.DebitRequestAddr(client, udp, proven)
-	}
+// limiter.DebitRequestLimit does, and tells opts.RefusedNetwork of an
+// unproven UDP one they refused. It returns the limit that refused it,
+// if one did.
+func chargeRequest(limiter *rrl.RRL, opts *Options, client netip.Addr, udp, proven bool) (rrl.Action, rrl.IPReason, rrl.RequestRefusal) {
 	act, ipr, why := limiter.DebitRequestLimit(client, udp, proven)
-	if act == rrl.Drop && udp && !proven {
+	if opts.RefusedNetwork != nil && act == rrl.Drop && udp && !proven {
 		if network, ok := limiter.RefusalNetwork(client, why); ok {
 			opts.RefusedNetwork(network)
 		}
 	}
-	return act, ipr
+	return act, ipr, why
 }
 
 // Decision tells what the middleware decided for one request and its
@@ -115,6 +113,12 @@ type Decision struct {
 	// Action is then Drop, IPReason IPRateLimit, RTReason RTNotReached;
 	// Response is nil and Tuple zero.
 	RequestDropped bool
+
+	// RequestLimit names, when RequestDropped is set, the limit that
+	// refused the request: its Limit is rrl.LimitStreamTime for a stream
+	// request of a network over stream-time-per-second, otherwise a
+	// request limit's (see rrl.RRL.DebitRequestLimit).
+	RequestLimit rrl.RequestRefusal
 
 	// AtRead is set when the request was refused by a reader that
 	// DecorateReader made, as the server read it, before it was unpacked:
@@ -182,6 +186,14 @@ type Decision struct {
 //
 // A nil limiter limits nothing: the middleware then only serves cookies.
 //
+// With stream-time-per-second set in the limiter's Config, the middleware
+// times each request that is not over UDP, from its arrival in the
+// middleware until next returns (wall time: see rrl.RRL.DebitStreamTime),
+// and charges the time to the client's network; a network over that
+// budget has its stream requests refused as a request limit refuses them,
+// before next is called. A handler that hijacks the writer is charged
+// until it returns, not for what it writes after.
+//
 // With Options.ChargedAtRead the request limits are left to the servers'
 // readers (DecorateReader), which refuse a request over its limit before
 // it is unpacked: the middleware then charges no request, and serves every
@@ -195,7 +207,7 @@ func Middleware(limiter *rrl.RRL, next dns.Handler, opts Options) dns.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &middleware{limiter: limiter, next: next, opts: opts}
+	return &middleware{limiter: limiter, next: next, opts: opts, timed: limiter.StreamTimed()}
 }
 
 // ErrWriterDone is what writes return through a ResponseWriter that the
@@ -207,6 +219,7 @@ type middleware struct {
 	limiter *rrl.RRL
 	next    dns.Handler
 	opts    Options
+	timed   bool // stream-time-per-second is on: stream requests are timed
 }
 
 // writers recycles the capturing writers: one per request would otherwise
@@ -228,8 +241,20 @@ func (h *middleware) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	} else {
 		s.ck = RequestCookie{req: req, client: s.client} // no cookie state: slips are TC
 	}
+	var start time.Time
+	if h.timed && !s.udp {
+		start = time.Now() // only for stream requests: UDP pays nothing for it
+	}
 	if s.admit() {
+		// Read before serving: a handler that hijacks the writer may
+		// still use the state after it returns. A request refused but
+		// served in report-only mode is not charged: enforced, it would
+		// have cost nothing.
+		charge, client := h.timed && !s.udp && s.reqIP != rrl.IPRateLimit, s.client
 		h.serve(cw, req)
+		if charge {
+			h.limiter.DebitStreamTime(client, time.Since(start))
+		}
 	}
 	cw.mu.Lock()
 	if cw.hijacked {
@@ -436,14 +461,14 @@ func (s *state) admit() bool {
 		s.reqIP = rrl.IPNotReached // the reader charged the request and let it through
 		return true
 	}
-	act, ipr := chargeRequest(h.limiter, &h.opts, s.client, s.udp, s.ck.state == CookieValid)
+	act, ipr, why := chargeRequest(h.limiter, &h.opts, s.client, s.udp, s.ck.state == CookieValid)
 	s.reqIP = ipr
 	if act == rrl.Send {
 		return true
 	}
 	if h.opts.OnDecision != nil {
 		h.opts.OnDecision(Decision{Action: rrl.Drop, IPReason: ipr, RTReason: rrl.RTNotReached,
-			RequestDropped: true, Limited: true, Client: s.client, UDP: s.udp, Cookie: s.ck.state,
+			RequestDropped: true, RequestLimit: why, Limited: true, Client: s.client, UDP: s.udp, Cookie: s.ck.state,
 			ReportOnly: h.opts.ReportOnly, Request: s.req})
 	}
 	if h.opts.ReportOnly {

@@ -112,13 +112,13 @@ func (c *readCharger) admit(m []byte, src net.Addr) bool {
 	if c.opts.Cookies != nil {
 		state = c.opts.Cookies.packetState(m, client, c.opts.Now)
 	}
-	act, ipr := chargeRequest(c.limiter, &c.opts, client, udp, state == CookieValid)
+	act, ipr, why := chargeRequest(c.limiter, &c.opts, client, udp, state == CookieValid)
 	if act == rrl.Send {
 		return true
 	}
 	if c.opts.OnDecision != nil {
 		c.opts.OnDecision(Decision{Action: rrl.Drop, IPReason: ipr, RTReason: rrl.RTNotReached,
-			RequestDropped: true, AtRead: true, Limited: true, Client: client, UDP: udp, Cookie: state})
+			RequestDropped: true, RequestLimit: why, AtRead: true, Limited: true, Client: client, UDP: udp, Cookie: state})
 	}
 	return false
 }

@@ -31,12 +31,13 @@ const (
 )
 
 const (
-	causePrefix6   = causePrefix4 + rrl.MaxRequestPrefixes // + the pair's place in ipv6-request-prefixes
-	causeAll       = causePrefix6 + rrl.MaxRequestPrefixes
-	causeAllBytes  = causeAll + 1
-	causeTooLarge  = causeAll + 2
-	causeResponses = causeAll + 3                              // + the category: the tuple's allowance
-	causeLast      = causeResponses + cause(rrl.AllowanceLast) // number of causes; not a cause
+	causePrefix6    = causePrefix4 + rrl.MaxRequestPrefixes // + the pair's place in ipv6-request-prefixes
+	causeStreamTime = causePrefix6 + rrl.MaxRequestPrefixes // stream-time-per-second
+	causeAll        = causeStreamTime + 1
+	causeAllBytes   = causeAll + 1
+	causeTooLarge   = causeAll + 2
+	causeResponses  = causeAll + 3                              // + the category: the tuple's allowance
+	causeLast       = causeResponses + cause(rrl.AllowanceLast) // number of causes; not a cause
 )
 
 // responseCause is the limit that an RTReason of DebitResponse names.
@@ -79,7 +80,7 @@ func (lc *limiterConfig) cutRows() (labels [causeLast]string, listed [causeLast]
 	for _, c := range []struct {
 		cause
 		kw string
-	}{{causeAll, "all-per-second"}, {causeAllBytes, "all-bytes-per-second"}, {causeTooLarge, "nocookie-udp-size"}} {
+	}{{causeStreamTime, "stream-time-per-second"}, {causeAll, "all-per-second"}, {causeAllBytes, "all-bytes-per-second"}, {causeTooLarge, "nocookie-udp-size"}} {
 		labels[c.cause], listed[c.cause] = c.kw, lc.on(c.kw)
 	}
 	for cat, kw := range categoryKeywords {
@@ -100,6 +101,8 @@ func requestCause(why rrl.RequestRefusal) cause {
 		return causePrefix4 + cause(why.Prefix)
 	case rrl.LimitIPv6RequestPrefixes:
 		return causePrefix6 + cause(why.Prefix)
+	case rrl.LimitStreamTime:
+		return causeStreamTime
 	}
 	return causeRequests
 }

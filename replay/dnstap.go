@@ -81,6 +81,10 @@ func tapMessage(tm *dnstap.Message) (*Message, string) {
 		m.Wire = tm.GetResponseMessage()
 		m.Time = time.Unix(int64(tm.GetResponseTimeSec()), int64(tm.GetResponseTimeNsec()))
 		stamped = tm.ResponseTimeSec != nil
+		if tm.QueryTimeSec != nil { // servers log the query's time with its response
+			q := time.Unix(int64(tm.GetQueryTimeSec()), int64(tm.GetQueryTimeNsec()))
+			m.Took = max(m.Time.Sub(q), 0)
+		}
 	default:
 		return nil, SkipDnstapType
 	}

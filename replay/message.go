@@ -14,6 +14,13 @@ type Message struct {
 	UDP      bool           // over bare UDP, the only transport RRL limits responses on
 	Response bool           // sent by the server; otherwise a query to it
 	Wire     []byte         // the DNS message, valid until the next message is read
+
+	// Took is, for a response, how long the server took over its query,
+	// when the input says: a dnstap response carries its query's time
+	// too. 0 when it does not; the replay then takes the time from the
+	// query's capture to the response's, if it saw the query. A response
+	// not over UDP is charged with it to stream-time-per-second.
+	Took time.Duration
 }
 
 // Skip reasons: why a packet of the input was not replayed. They key the

@@ -207,6 +207,21 @@ func (e *engine) request(at time.Time, client netip.Addr, udp, valid bool) cause
 	return k
 }
 
+// chargeStreamTime charges the first response not over UDP to a query the
+// engine served with the time the server took over it, as the servers
+// charge stream-time-per-second: the time the input gives (Message.Took),
+// or else the time from the query's capture to the response's. A response
+// whose query was not seen, and that says nothing of its time, is charged
+// nothing. Later responses of a zone transfer are not charged: the
+// capture does not tell the time the server spent on each.
+func (e *engine) chargeStreamTime(client netip.Addr, m *Message, p pendingQuery, matched bool) {
+	took := m.Took
+	if took <= 0 && matched {
+		took = m.Time.Sub(p.at)
+	}
+	e.limiter.DebitStreamTime(client, took) // nothing when off, or for nothing
+}
+
 // refuse notes that configuration i of n refused the query, for cause k
 // (causeNone: it did not).
 func (p *pendingQuery) refuse(i, n int, k cause) {
@@ -308,6 +323,9 @@ func (r *Replay) response(m *Message) {
 		}
 		if i == 0 {
 			act0 = act
+		}
+		if !m.UDP && !refused && !p.answered {
+			e.chargeStreamTime(client, m, p, matched)
 		}
 		e.report.response(m.Time, n, &t, act, refused, size, slip)
 		e.report.cuts.response(k, act, size, slip)
