@@ -296,6 +296,6 @@ func BenchmarkDebitSprayWatched(b *testing.B) {
 func TestTopStreamTime(t *testing.T) {
 	r, clock := watchedRRL(t, "stream-time-per-second", "100ms")
 	src := netip.MustParseAddr("192.0.2.7")
-	spread(r, clock, 4, func() { r.DebitStreamTime(src, 50*time.Millisecond) }) // 200 ms of handling in the second
+	spread(r, clock, 4, func() { r.DebitStreamTime(src, 50*time.Millisecond) })              // 200 ms of handling in the second
 	checkTop(t, r.topNow(t), []topRow{{"192.0.2.0/24", LimitStreamTime, "", 2, 0.2, false}}) // twice the budget, the debt earned back by the second's end with the burst
 }
