@@ -45,7 +45,7 @@ type TopAccount struct {
 // Counting costs, so Top counts only while someone asks (see watch.go):
 // the first call arms the watch, which counts every charge from then on
 // and disarms itself a minute after the last call; until armed, a charge
-// costs one load of a flag. The first call allocates the watch (440 KB).
+// costs one load of a flag. The first call allocates the watch (426 KB).
 // wait is how long until the watch has counted a whole second: the
 // accounts are of that second only when wait is 0, and the first call,
 // or one after the watch disarmed, returns none and a wait of one to two

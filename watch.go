@@ -18,7 +18,7 @@ import (
 //
 // The watch is armed by Top and stays armed for watchLinger after the last
 // call; the first charge after that disarms it. Unarmed, it costs a charge
-// one load of an atomic flag. It is allocated on the first Top, 440 KB,
+// one load of an atomic flag. It is allocated on the first Top, 426 KB,
 // and bounded as the record of limited accounts is: watchPlaces places,
 // each key may take any of watchWays places in each of two lines, and a
 // new account takes an empty place, else the one charged least over this
