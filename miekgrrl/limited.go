@@ -47,9 +47,7 @@ func LimitedHandler(l *rrl.RRL) http.Handler {
 // limitedQuery reads n and order from req's query. If the method is not GET or HEAD, or a value is bad, it
 // writes the error to w and returns false.
 func limitedQuery(w http.ResponseWriter, req *http.Request) (int, rrl.LimitedOrder, bool) {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
+	if !readOnly(w, req) {
 		return 0, 0, false
 	}
 	n, order, err := ParseLimitedQuery(req.URL.Query())
@@ -58,6 +56,17 @@ func limitedQuery(w http.ResponseWriter, req *http.Request) (int, rrl.LimitedOrd
 		return 0, 0, false
 	}
 	return n, order, true
+}
+
+// readOnly reports whether req is a GET or a HEAD, the methods a status
+// endpoint serves; if not, it answers 405 with the methods allowed.
+func readOnly(w http.ResponseWriter, req *http.Request) bool {
+	if req.Method == http.MethodGet || req.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
+	return false
 }
 
 // ParseLimitedQuery reads n and order from a query (see LimitedHandler).
@@ -98,19 +107,25 @@ type LimitedJSON struct {
 func NewLimitedJSON(accounts []rrl.LimitedAccount) []LimitedJSON {
 	out := make([]LimitedJSON, len(accounts))
 	for i, a := range accounts {
-		j := LimitedJSON{
-			Network: a.Network.String(), Limit: a.LimitKind.String(), Name: a.Tuple.SalientName,
+		typ, class := typeAndClass(a.Tuple)
+		out[i] = LimitedJSON{
+			Network: a.Network.String(), Limit: a.LimitKind.String(), Name: a.Tuple.SalientName, Type: typ, Class: class,
 			Since: a.Since, DebtSeconds: a.Debt.Seconds(), Refused: a.Refused,
 		}
-		if a.Tuple.Type != 0 {
-			j.Type = dns.Type(a.Tuple.Type).String()
-		}
-		if a.Tuple.Class != 0 {
-			j.Class = dns.Class(a.Tuple.Class).String()
-		}
-		out[i] = j
 	}
 	return out
+}
+
+// typeAndClass returns the mnemonics of the type and class an account is
+// kept for, "" where it is kept for none.
+func typeAndClass(t rrl.ResponseTuple) (typ, class string) {
+	if t.Type != 0 {
+		typ = dns.Type(t.Type).String()
+	}
+	if t.Class != 0 {
+		class = dns.Class(t.Class).String()
+	}
+	return typ, class
 }
 
 // writeJSON writes v as indented JSON, uncached.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/dnsrrl/rrl"
-	"github.com/miekg/dns"
 )
 
 // The query of a request for the busiest accounts: how many.
@@ -47,9 +46,7 @@ func TopHandler(l *rrl.RRL) http.Handler {
 // topQuery reads n from req's query. If the method is not GET or HEAD, or
 // n is bad, it writes the error to w and returns false.
 func topQuery(w http.ResponseWriter, req *http.Request) (int, bool) {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
+	if !readOnly(w, req) {
 		return 0, false
 	}
 	n, err := ParseTopQuery(req.URL.Query())
@@ -120,17 +117,11 @@ type TopJSON struct {
 func NewTopJSON(accounts []rrl.TopAccount) []TopJSON {
 	out := make([]TopJSON, len(accounts))
 	for i, a := range accounts {
-		j := TopJSON{
-			Network: a.Network.String(), Limit: a.LimitKind.String(), Name: a.Tuple.SalientName,
+		typ, class := typeAndClass(a.Tuple)
+		out[i] = TopJSON{
+			Network: a.Network.String(), Limit: a.LimitKind.String(), Name: a.Tuple.SalientName, Type: typ, Class: class,
 			Share: a.Share, Rate: a.Rate, Limited: a.Debt > 0, DebtSeconds: a.Debt.Seconds(),
 		}
-		if a.Tuple.Type != 0 {
-			j.Type = dns.Type(a.Tuple.Type).String()
-		}
-		if a.Tuple.Class != 0 {
-			j.Class = dns.Class(a.Tuple.Class).String()
-		}
-		out[i] = j
 	}
 	return out
 }
