@@ -299,3 +299,19 @@ func TestTopStreamTime(t *testing.T) {
 	spread(r, clock, 4, func() { r.DebitStreamTime(src, 50*time.Millisecond) })              // 200 ms of handling in the second
 	checkTop(t, r.topNow(t), []topRow{{"192.0.2.0/24", LimitStreamTime, "", 2, 0.2, false}}) // twice the budget, the debt earned back by the second's end with the burst
 }
+
+// TestTopUnasked: until someone asks, there is no watch and a charge has
+// no one to tell, so it goes no further than its account.
+func TestTopUnasked(t *testing.T) {
+	r := newTestRRL(t, newTestClock(), "responses-per-second", "1", "requests-per-second", "1")
+	for range 10 {
+		r.DebitAddr(netip.MustParseAddr("192.0.2.7"), true, answer("www.example."))
+	}
+	if r.watch.Load() != nil || r.telling.Load() {
+		t.Fatalf("without Top: watch %p, telling %v; want none, false", r.watch.Load(), r.telling.Load())
+	}
+	recorded := recordingRRL(t, newTestClock(), "responses-per-second", "1")
+	if !recorded.telling.Load() {
+		t.Fatal("with the record on, charges are not told")
+	}
+}
