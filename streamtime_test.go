@@ -31,6 +31,18 @@ func streamServe(r *RRL, src netip.Addr, took time.Duration) bool {
 	return true
 }
 
+// serveAtOnce asks n stream requests from src at one instant, each taking
+// took, and returns how many were served.
+func serveAtOnce(r *RRL, src netip.Addr, took time.Duration, n int) int {
+	served := 0
+	for range n {
+		if streamServe(r, src, took) {
+			served++
+		}
+	}
+	return served
+}
+
 var (
 	streamSrc       = netip.MustParseAddr("192.0.2.1")
 	streamSameNet   = netip.MustParseAddr("192.0.2.77")
@@ -44,12 +56,7 @@ var (
 // as it asks.
 func TestStreamTimeBudget(t *testing.T) {
 	r, m := streamRRL(t, "stream-time-per-second", "100ms")
-	served := 0
-	for range 6 {
-		if streamServe(r, streamSrc, 20*time.Millisecond) {
-			served++
-		}
-	}
+	served := serveAtOnce(r, streamSrc, 20*time.Millisecond, 6)
 	if served != 6 {
 		t.Fatalf("burst: served %d of 6 requests at once, want 6 (5 in credit, the 6th overshooting)", served)
 	}
@@ -86,22 +93,12 @@ func TestStreamTimeBudget(t *testing.T) {
 // rate is the budget's.
 func TestStreamTimeInstant(t *testing.T) {
 	r, m := streamRRL(t, "stream-time-per-second", "100ms", "stream-time-instant", "500ms")
-	served := 0
-	for range 40 {
-		if streamServe(r, streamSrc, 20*time.Millisecond) {
-			served++
-		}
-	}
+	served := serveAtOnce(r, streamSrc, 20*time.Millisecond, 40)
 	if served != 26 {
 		t.Errorf("burst of 500ms: served %d requests of 20 ms at once, want 26", served)
 	}
 	advance(m, time.Second) // earns 100 ms back, five requests' worth; the overshoot is 20 ms
-	served = 0
-	for range 40 {
-		if streamServe(r, streamSrc, 20*time.Millisecond) {
-			served++
-		}
-	}
+	served = serveAtOnce(r, streamSrc, 20*time.Millisecond, 40)
 	if served != 5 {
 		t.Errorf("a second after the burst: served %d, want 5", served)
 	}
@@ -209,12 +206,7 @@ func TestStreamTimeQPSScale(t *testing.T) {
 	}
 	advance(m, time.Second)
 	r.DebitRequestAddr(udpSrc, true, false) // the second turns: the factor is 1/4
-	served := 0
-	for range 40 {
-		if streamServe(r, streamSrc, 20*time.Millisecond) {
-			served++
-		}
-	}
+	served := serveAtOnce(r, streamSrc, 20*time.Millisecond, 40)
 	// Scaled to 25 ms a second, a 20 ms request costs 0.8 s of the
 	// account's one second of credit: one in credit, the next overshoots.
 	if served != 2 {

@@ -36,13 +36,36 @@ func TestParseProtections(t *testing.T) {
 	}
 }
 
+// badLine is a line of an rrl block that must be refused, and what its
+// error must contain.
+type badLine struct {
+	line string
+	want []string
+}
+
+// checkBadLines parses each line alone in an rrl block and checks that it
+// is refused with an error that contains its want and the line's place
+// in the Corefile.
+func checkBadLines(t *testing.T, lines []badLine) {
+	t.Helper()
+	for _, tc := range lines {
+		_, err := parseString("rrl {\n " + tc.line + "\n}")
+		if err == nil {
+			t.Errorf("%q: expected an error", tc.line)
+			continue
+		}
+		for _, w := range append(tc.want, "Testfile:2") {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q, want it to contain %q", tc.line, err, w)
+			}
+		}
+	}
+}
+
 // TestParseProtectionsInvalid: a bad value is refused with the keyword, the
 // value and the allowed range in the error, and the line of the Corefile.
 func TestParseProtectionsInvalid(t *testing.T) {
-	tests := []struct {
-		line string
-		want []string
-	}{
+	checkBadLines(t, []badLine{
 		{"ipv4-request-prefixes", []string{"ipv4-request-prefixes needs at least one LENGTH:ALLOWANCE pair"}},
 		{"ipv6-request-prefixes", []string{"ipv6-request-prefixes needs at least one"}},
 		{"ipv4-request-prefixes 33:5", []string{"ipv4-request-prefixes", `"33:5"`, `length "33" is out of range`, "from 1 to 32"}},
@@ -59,19 +82,7 @@ func TestParseProtectionsInvalid(t *testing.T) {
 		{"all-bytes-per-second 511", []string{"all-bytes-per-second", `"511"`, "512"}},
 		{"all-bytes-per-second 2000000000", []string{"all-bytes-per-second", `"2000000000"`}},
 		{"all-bytes-per-second", []string{"all-bytes-per-second takes exactly one value, got 0"}},
-	}
-	for _, tc := range tests {
-		_, err := parseString("rrl {\n " + tc.line + "\n}")
-		if err == nil {
-			t.Errorf("%q: expected an error", tc.line)
-			continue
-		}
-		for _, w := range append(tc.want, "Testfile:2") {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%q: error %q, want it to contain %q", tc.line, err, w)
-			}
-		}
-	}
+	})
 }
 
 // TestParseProtectionsOnce: a prefix keyword given twice is refused, as any

@@ -19,15 +19,20 @@ import (
 // one client network at ten times the allowance.
 
 // upstream is a DNS server on loopback (UDP and TCP on one port) that
-// answers every A query and counts the queries by the first character of
-// their name, so that floods from different clients can be told apart.
+// answers every A query, after delay, and counts the queries by the first
+// character of their name, so that floods from different clients can be
+// told apart.
 type upstream struct {
 	addr string
 	mu   sync.Mutex
 	seen map[byte]int
 }
 
-func startUpstream(t *testing.T) *upstream {
+func startUpstream(t *testing.T) *upstream { return startSlowUpstream(t, 0) }
+
+// startSlowUpstream starts an upstream that takes delay over each query,
+// as a slow upstream keeps forward waiting.
+func startSlowUpstream(t *testing.T, delay time.Duration) *upstream {
 	t.Helper()
 	u := &upstream{seen: map[byte]int{}}
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -45,6 +50,7 @@ func startUpstream(t *testing.T) *upstream {
 		u.mu.Lock()
 		u.seen[name[0]]++
 		u.mu.Unlock()
+		time.Sleep(delay) // the upstream's work, which forward waits for
 		m := new(dns.Msg)
 		m.SetReply(r)
 		rr, _ := dns.NewRR(name + " 60 IN A 192.0.2.1")

@@ -360,7 +360,7 @@ type blockJSON struct {
 // blocks with the same zones and servers (the old and the new one, during
 // a reload) the newer is served.
 func (s *statusListener) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if !readOnly(w, req) {
+	if !miekgrrl.ReadOnlyRequest(w, req) {
 		return
 	}
 	n, order, err := miekgrrl.ParseLimitedQuery(req.URL.Query())
@@ -393,7 +393,7 @@ type blockTopJSON struct {
 // someone asks (see core.RRL.Top): the first request arms them all and
 // waits a second or two, until each has counted a whole second.
 func (s *statusListener) serveTop(w http.ResponseWriter, req *http.Request) {
-	if !readOnly(w, req) {
+	if !miekgrrl.ReadOnlyRequest(w, req) {
 		return
 	}
 	n, err := miekgrrl.ParseTopQuery(req.URL.Query())
@@ -435,17 +435,6 @@ func (s *statusListener) current() []statusBlock {
 		out[i] = newest[k]
 	}
 	return out
-}
-
-// readOnly reports whether req is a GET or a HEAD, the methods the status
-// endpoint serves; if not, it answers 405 with the methods allowed.
-func readOnly(w http.ResponseWriter, req *http.Request) bool {
-	if req.Method == http.MethodGet || req.Method == http.MethodHead {
-		return true
-	}
-	w.Header().Set("Allow", "GET, HEAD")
-	http.Error(w, "only GET and HEAD", http.StatusMethodNotAllowed)
-	return false
 }
 
 // writeJSON writes v as indented JSON, uncached.

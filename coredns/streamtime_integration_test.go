@@ -15,53 +15,6 @@ import (
 // stream-time-per-second in a real CoreDNS: a block over forward to an
 // upstream that takes 20 ms a query, with a budget of 100 ms a second.
 
-// slowUpstream is a DNS server on loopback (UDP and TCP on one port) that
-// takes delay over every query and counts the queries by the first
-// character of their name.
-type slowUpstream struct {
-	addr string
-	mu   sync.Mutex
-	seen map[byte]int
-}
-
-func startSlowUpstream(t *testing.T, delay time.Duration) *slowUpstream {
-	t.Helper()
-	u := &slowUpstream{seen: map[byte]int{}}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.addr = pc.LocalAddr().String()
-	l, err := net.Listen("tcp", u.addr)
-	if err != nil {
-		pc.Close()
-		t.Fatal(err)
-	}
-	h := dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		name := r.Question[0].Name
-		u.mu.Lock()
-		u.seen[name[0]]++
-		u.mu.Unlock()
-		time.Sleep(delay) // the upstream's work, which forward waits for
-		m := new(dns.Msg)
-		m.SetReply(r)
-		rr, _ := dns.NewRR(name + " 60 IN A 192.0.2.1")
-		m.Answer = []dns.RR{rr}
-		w.WriteMsg(m)
-	})
-	for _, s := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: l, Handler: h}} {
-		go s.ActivateAndServe()
-		t.Cleanup(func() { s.Shutdown() })
-	}
-	return u
-}
-
-func (u *slowUpstream) count(first byte) int {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.seen[first]
-}
-
 // streamName is a query for a name of the block's zone that starts with
 // prefix, so that the upstream counts it under prefix's first letter.
 func streamName(prefix string, i int) *dns.Msg {

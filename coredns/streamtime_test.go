@@ -36,10 +36,7 @@ func TestParseStreamTime(t *testing.T) {
 // TestParseStreamTimeInvalid: a bad value is refused with the keyword, the
 // value and the range, on its line of the Corefile.
 func TestParseStreamTimeInvalid(t *testing.T) {
-	tests := []struct {
-		line string
-		want []string
-	}{
+	checkBadLines(t, []badLine{
 		{"stream-time-per-second 100", []string{"stream-time-per-second", `"100"`, "from 100µs to 1h0m0s", "such as 100ms"}},
 		{"stream-time-per-second 50us", []string{"stream-time-per-second", `"50us"`, "from 100µs to 1h0m0s"}},
 		{"stream-time-per-second -1s", []string{"stream-time-per-second", `"-1s"`}},
@@ -47,19 +44,7 @@ func TestParseStreamTimeInvalid(t *testing.T) {
 		{"stream-time-per-second", []string{"stream-time-per-second takes exactly one value, got 0"}},
 		{"stream-time-instant 1e3ms", []string{"stream-time-instant", `"1e3ms"`, "from 100µs to 1h0m0s"}},
 		{"stream-time-instant 1s 2s", []string{"stream-time-instant takes exactly one value, got 2"}},
-	}
-	for _, tc := range tests {
-		_, err := parseString("rrl {\n " + tc.line + "\n}")
-		if err == nil {
-			t.Errorf("%q: expected an error", tc.line)
-			continue
-		}
-		for _, w := range append(tc.want, "Testfile:2") {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%q: error %q, want it to contain %q", tc.line, err, w)
-			}
-		}
-	}
+	})
 }
 
 // TestDescribeStreamTime: the log lines name the limit by its keyword and

@@ -47,7 +47,7 @@ func LimitedHandler(l *rrl.RRL) http.Handler {
 // limitedQuery reads n and order from req's query. If the method is not GET or HEAD, or a value is bad, it
 // writes the error to w and returns false.
 func limitedQuery(w http.ResponseWriter, req *http.Request) (int, rrl.LimitedOrder, bool) {
-	if !readOnly(w, req) {
+	if !ReadOnlyRequest(w, req) {
 		return 0, 0, false
 	}
 	n, order, err := ParseLimitedQuery(req.URL.Query())
@@ -58,9 +58,10 @@ func limitedQuery(w http.ResponseWriter, req *http.Request) (int, rrl.LimitedOrd
 	return n, order, true
 }
 
-// readOnly reports whether req is a GET or a HEAD, the methods a status
-// endpoint serves; if not, it answers 405 with the methods allowed.
-func readOnly(w http.ResponseWriter, req *http.Request) bool {
+// ReadOnlyRequest reports whether req is a GET or a HEAD, the methods a
+// status endpoint serves; if not, it answers 405 with the methods allowed.
+// It is there for a server that serves LimitedJSON or TopJSON its own way.
+func ReadOnlyRequest(w http.ResponseWriter, req *http.Request) bool {
 	if req.Method == http.MethodGet || req.Method == http.MethodHead {
 		return true
 	}

@@ -46,7 +46,7 @@ func TopHandler(l *rrl.RRL) http.Handler {
 // topQuery reads n from req's query. If the method is not GET or HEAD, or
 // n is bad, it writes the error to w and returns false.
 func topQuery(w http.ResponseWriter, req *http.Request) (int, bool) {
-	if !readOnly(w, req) {
+	if !ReadOnlyRequest(w, req) {
 		return 0, false
 	}
 	n, err := ParseTopQuery(req.URL.Query())
